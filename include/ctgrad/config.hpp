@@ -1,0 +1,50 @@
+// Every portability macro of ctgrad lives here, so that no other header spells
+// __host__, __device__ or a compiler-specific attribute directly.
+#pragma once
+
+#if defined(__CUDACC__)
+#  define CTG_HOST_DEVICE __host__ __device__ inline
+#  define CTG_DEVICE __device__ inline
+#  define CTG_GLOBAL __global__
+#  define CTG_FORCEINLINE __forceinline__
+#  define CTG_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+#  define CTG_UNROLL _Pragma("unroll")
+#else
+#  define CTG_HOST_DEVICE inline
+#  define CTG_DEVICE inline
+#  define CTG_GLOBAL
+#  if defined(__GNUC__) || defined(__clang__)
+#    define CTG_FORCEINLINE inline __attribute__((always_inline))
+#  else
+#    define CTG_FORCEINLINE inline
+#  endif
+#  define CTG_EXEC_CHECK_DISABLE
+#  if defined(__clang__)
+#    define CTG_UNROLL _Pragma("unroll")
+#  elif defined(__GNUC__)
+#    define CTG_UNROLL _Pragma("GCC unroll 16")
+#  else
+#    define CTG_UNROLL
+#  endif
+#endif
+
+// True while compiling device code (the device pass of nvcc).
+#if defined(__CUDA_ARCH__)
+#  define CTG_DEVICE_PASS 1
+#else
+#  define CTG_DEVICE_PASS 0
+#endif
+
+// Index checks inside kernels and in the host accessors: on in debug builds,
+// forced with CTG_BOUNDS_CHECK=1 or off with CTG_BOUNDS_CHECK=0.
+#if !defined(CTG_BOUNDS_CHECK)
+#  if defined(NDEBUG)
+#    define CTG_BOUNDS_CHECK 0
+#  else
+#    define CTG_BOUNDS_CHECK 1
+#  endif
+#endif
+
+#define CTG_VERSION_MAJOR 0
+#define CTG_VERSION_MINOR 1
+#define CTG_VERSION_PATCH 0

@@ -1,0 +1,42 @@
+// Small type-level helpers shared by the IR, the checks and the evaluators.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+namespace ctg::detail {
+
+template <class...>
+inline constexpr bool dependent_false = false;
+
+template <class T>
+struct type_identity {
+  using type = T;
+};
+
+template <class... Ts>
+struct type_list {
+  static constexpr std::size_t size = sizeof...(Ts);
+};
+
+template <class List, class T>
+struct push_back;
+template <class... Ts, class T>
+struct push_back<type_list<Ts...>, T> {
+  using type = type_list<Ts..., T>;
+};
+
+template <class A, class B>
+struct concat;
+template <class... As, class... Bs>
+struct concat<type_list<As...>, type_list<Bs...>> {
+  using type = type_list<As..., Bs...>;
+};
+template <class A, class B>
+using concat_t = typename concat<A, B>::type;
+
+template <class T, class... Ts>
+inline constexpr bool one_of = (std::is_same_v<T, Ts> || ...);
+
+constexpr int max_int(int a, int b) { return a > b ? a : b; }
+
+}  // namespace ctg::detail

@@ -1,0 +1,64 @@
+// A minimal tuple usable in device code: trivially copyable when its elements
+// are, an aggregate (so nvcc needs no constructors marked for the device), and
+// element access through overload resolution on the indexed base, which keeps
+// instantiation depth flat.
+#pragma once
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "../config.hpp"
+
+namespace ctg::detail {
+
+template <std::size_t I, class T>
+struct tuple_leaf {
+  T value;
+};
+
+template <class Seq, class... Ts>
+struct tuple_base;
+
+template <std::size_t... Is, class... Ts>
+struct tuple_base<std::index_sequence<Is...>, Ts...> : tuple_leaf<Is, Ts>... {};
+
+template <class... Ts>
+struct tuple : tuple_base<std::index_sequence_for<Ts...>, Ts...> {
+  static constexpr std::size_t size = sizeof...(Ts);
+};
+
+template <std::size_t I, class T>
+CTG_HOST_DEVICE constexpr T& get(tuple_leaf<I, T>& leaf) noexcept {
+  return leaf.value;
+}
+template <std::size_t I, class T>
+CTG_HOST_DEVICE constexpr T const& get(tuple_leaf<I, T> const& leaf) noexcept {
+  return leaf.value;
+}
+
+template <class... Ts>
+CTG_HOST_DEVICE constexpr tuple<std::decay_t<Ts>...> make_tuple(Ts&&... ts) {
+  return tuple<std::decay_t<Ts>...>{{{static_cast<Ts&&>(ts)}...}};
+}
+
+template <std::size_t I, class Tuple>
+struct tuple_element;
+template <std::size_t I, class... Ts>
+struct tuple_element<I, tuple<Ts...>> {
+  using type = std::remove_cvref_t<decltype(get<I>(std::declval<tuple<Ts...>&>()))>;
+};
+template <std::size_t I, class Tuple>
+using tuple_element_t = typename tuple_element<I, Tuple>::type;
+
+// Calls f(get<0>(t), get<1>(t), ...).
+template <class F, class... Ts, std::size_t... Is>
+CTG_HOST_DEVICE constexpr decltype(auto) apply_impl(F&& f, tuple<Ts...> const& t,
+                                                    std::index_sequence<Is...>) {
+  return static_cast<F&&>(f)(get<Is>(t)...);
+}
+template <class F, class... Ts>
+CTG_HOST_DEVICE constexpr decltype(auto) apply(F&& f, tuple<Ts...> const& t) {
+  return apply_impl(static_cast<F&&>(f), t, std::index_sequence_for<Ts...>{});
+}
+
+}  // namespace ctg::detail

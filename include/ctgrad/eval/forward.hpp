@@ -1,0 +1,285 @@
+// The forward evaluator: runs lowered IR on a frame. Every function is
+// CTG_HOST_DEVICE, so the CPU and CUDA backends share it. The overloads are
+// static members of one struct so that each can call any other regardless of
+// declaration order.
+#pragma once
+#include <type_traits>
+
+#include "../backend/atomic.hpp"
+#include "../ir/expr.hpp"
+#include "../lower/normalize.hpp"
+#include "frame.hpp"
+
+namespace ctg::eval {
+
+using namespace ctg::ir;
+
+// Converts a value to a field or local's element type (C++ conversion rules;
+// Eigen matrices convert coefficient-wise).
+template <class T, class V>
+CTG_HOST_DEVICE T convert(V const& v) {
+  if constexpr (std::is_same_v<T, V>)
+    return v;
+  else if constexpr (is_eigen_fixed_v<T> && is_eigen_fixed_v<V>)
+    return v.template cast<typename T::Scalar>();
+  else if constexpr (is_eigen_fixed_v<T>) {
+    static_assert(detail::dependent_false<T, V>,
+                  "CTG-EXPR-013 assigning a scalar to a vector or matrix element; build the "
+                  "value with ctg::vec / ctg::mat, or write one component");
+    return T{};
+  } else {
+    static_assert(!is_eigen_fixed_v<V>,
+                  "CTG-EXPR-013 assigning a vector or matrix to a scalar element or local");
+    return static_cast<T>(v);
+  }
+}
+
+// Where a field access points: the element, or null when its index is out of
+// range (checked builds; the failure is recorded in the launch status).
+template <class View, class Fr, class... I>
+CTG_HOST_DEVICE auto* element_pointer(View const& v, buffer which, int param, Fr& f, I... idx) {
+  using T = typename View::value_type;
+  T* base = which == buffer::primal ? v.data : which == buffer::grad ? v.grad : v.dual;
+#if CTG_BOUNDS_CHECK
+  if (!v.in_bounds(idx...)) {
+    report_index(f.status, param, idx...);
+    return static_cast<T*>(nullptr);
+  }
+#else
+  (void)f, (void)param;
+#endif
+  return base + v.offset(idx...);
+}
+
+struct forward {
+  // ---- leaves ---------------------------------------------------------------
+  template <class Fr, class T>
+  CTG_HOST_DEVICE static T eval(node<op::literal<T>> const& n, Fr&) {
+    return n.op.value;
+  }
+  template <class Fr, long long N>
+  CTG_HOST_DEVICE static int eval(node<op::constant<N>> const&, Fr&) {
+    return int(N);
+  }
+  template <class Fr, int L, int A>
+  CTG_HOST_DEVICE static int eval(node<op::loop_index<L, A>> const&, Fr& f) {
+    return f.idx[L][A];
+  }
+  template <class Fr, int S, class T>
+  CTG_HOST_DEVICE static T eval(node<op::local<S, T>> const&, Fr& f) {
+    return detail::get<S>(f.locals);
+  }
+  template <class Fr, int I, int A>
+  CTG_HOST_DEVICE static int eval(node<op::extent<I, A>> const&, Fr& f) {
+    return detail::get<I>(*f.args).extent[A];
+  }
+
+  template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+  CTG_HOST_DEVICE static T* address(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return element_pointer(detail::get<I>(*f.args), B, I, f, eval(detail::get<Is>(n.kids), f)...);
+    }(std::index_sequence_for<Idx...>{});
+  }
+  template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+  CTG_HOST_DEVICE static T eval(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
+    T const* p = address(n, f);
+#if CTG_BOUNDS_CHECK
+    if (p == nullptr) return T{};
+#endif
+    return *p;
+  }
+
+  // ---- expressions ----------------------------------------------------------
+  template <class Fr, class Fn, class... K>
+  CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return Fn::apply(eval(detail::get<Is>(n.kids), f)...);
+    }(std::index_sequence_for<K...>{});
+  }
+  template <class Fr, class T, class K>
+  CTG_HOST_DEVICE static T eval(node<op::cast<T>, K> const& n, Fr& f) {
+    auto v = eval(kid<0>(n), f);
+    if constexpr (is_eigen_fixed_v<T>)
+      return v.template cast<typename T::Scalar>();
+    else
+      return static_cast<T>(v);
+  }
+  template <class Fr, class C, class A, class B>
+  CTG_HOST_DEVICE static auto eval(node<op::select, C, A, B> const& n, Fr& f) {
+    using V = value_t<node<op::select, C, A, B>>;
+    return eval(kid<0>(n), f) ? convert<V>(eval(kid<1>(n), f)) : convert<V>(eval(kid<2>(n), f));
+  }
+  template <class Fr, class K>
+  CTG_HOST_DEVICE static auto eval(node<op::stop_grad, K> const& n, Fr& f) {
+    return eval(kid<0>(n), f);
+  }
+  template <class Fr, class V, class... I>
+  CTG_HOST_DEVICE static auto eval(node<op::component, V, I...> const& n, Fr& f) {
+    auto v = eval(kid<0>(n), f);
+    if constexpr (sizeof...(I) == 1)
+      return v.coeff(eval(kid<1>(n), f));
+    else
+      return v.coeff(eval(kid<1>(n), f), eval(kid<2>(n), f));
+  }
+  template <class Fr, int R, int C, class... K>
+  CTG_HOST_DEVICE static auto eval(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
+    using M = value_t<node<op::make_matrix<R, C>, K...>>;
+    using S = typename M::Scalar;
+    M m;
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      // Arguments come row by row.
+      ((m(int(Is) / C, int(Is) % C) = S(eval(detail::get<Is>(n.kids), f))), ...);
+    }(std::index_sequence_for<K...>{});
+    return m;
+  }
+  template <class Fr, detail::fixed_string Name, class K>
+  CTG_HOST_DEVICE static auto eval(node<op::func_scope<Name>, K> const& n, Fr& f) {
+    return eval(kid<0>(n), f);
+  }
+
+  // ---- statements -----------------------------------------------------------
+  template <class Fr>
+  CTG_HOST_DEVICE static void eval(node<op::nothing> const&, Fr&) {}
+
+  template <class Fr, class... S>
+  CTG_HOST_DEVICE static void eval(node<op::block, S...> const& n, Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (eval(detail::get<Is>(n.kids), f), ...);
+    }(std::index_sequence_for<S...>{});
+  }
+
+  // The element a store or an atomic writes: a field element or one component.
+  template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class V>
+  CTG_HOST_DEVICE static void write(node<op::access<I, T, R, G, D, B>, Idx...> const& lhs, V const& v, Fr& f) {
+    T* p = address(lhs, f);
+#if CTG_BOUNDS_CHECK
+    if (p == nullptr) return;
+#endif
+    *p = convert<T>(v);
+  }
+  template <class Fr, class A, class... I, class V>
+  CTG_HOST_DEVICE static void write(node<op::component, A, I...> const& lhs, V const& v, Fr& f) {
+    auto* p = address(kid<0>(lhs), f);
+#if CTG_BOUNDS_CHECK
+    if (p == nullptr) return;
+#endif
+    using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
+    if constexpr (sizeof...(I) == 1)
+      p->coeffRef(eval(kid<1>(lhs), f)) = convert<S>(v);
+    else
+      p->coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f)) = convert<S>(v);
+  }
+  template <class Fr, class L, class E>
+  CTG_HOST_DEVICE static void eval(node<op::store, L, E> const& n, Fr& f) {
+    write(kid<0>(n), eval(kid<1>(n), f), f);
+  }
+
+  template <class Fr, atomic_kind K, class T, class V>
+  CTG_HOST_DEVICE static void accumulate(T* p, V const& v) {
+    T const x = convert<T>(v);
+    if constexpr (Fr::parallel) {
+      if constexpr (K == atomic_kind::add) backend::atomic_add(p, x);
+      else if constexpr (K == atomic_kind::sub) backend::atomic_add(p, T(-x));
+      else if constexpr (K == atomic_kind::min) backend::atomic_min(p, x);
+      else backend::atomic_max(p, x);
+    } else {
+      if constexpr (K == atomic_kind::add) *p = T(*p + x);
+      else if constexpr (K == atomic_kind::sub) *p = T(*p - x);
+      else if constexpr (K == atomic_kind::min) *p = x < *p ? x : *p;
+      else *p = *p < x ? x : *p;
+    }
+  }
+  template <class Fr, atomic_kind K, class L, class E>
+  CTG_HOST_DEVICE static void eval(node<op::atomic<K>, L, E> const& n, Fr& f) {
+    auto const v = eval(kid<1>(n), f);
+    auto const& lhs = kid<0>(n);
+    if constexpr (std::is_same_v<typename L::op_type, op::component>) {
+      auto* p = address(kid<0>(lhs), f);
+#if CTG_BOUNDS_CHECK
+      if (p == nullptr) return;
+#endif
+      using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
+      S* c;
+      if constexpr (L::arity == 2)
+        c = &p->coeffRef(eval(kid<1>(lhs), f));
+      else
+        c = &p->coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f));
+      accumulate<Fr, K>(c, v);
+    } else {
+      auto* p = address(lhs, f);
+#if CTG_BOUNDS_CHECK
+      if (p == nullptr) return;
+#endif
+      accumulate<Fr, K>(p, v);
+    }
+  }
+
+  template <class Fr, int Site, int S, class T, class E>
+  CTG_HOST_DEVICE static void eval(node<op::assign<Site>, node<op::local<S, T>>, E> const& n, Fr& f) {
+    detail::get<S>(f.locals) = convert<T>(eval(kid<1>(n), f));
+  }
+  template <class Fr, int Site, int S, class T, class... I, class E>
+  CTG_HOST_DEVICE static void eval(node<op::assign<Site>, node<op::component, node<op::local<S, T>>, I...>, E> const& n,
+                                   Fr& f) {
+    auto const& lhs = kid<0>(n);
+    auto const v = convert<typename T::Scalar>(eval(kid<1>(n), f));
+    if constexpr (sizeof...(I) == 1)
+      detail::get<S>(f.locals).coeffRef(eval(kid<1>(lhs), f)) = v;
+    else
+      detail::get<S>(f.locals).coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f)) = v;
+  }
+
+  template <class Fr, int Site, class C, class T, class E>
+  CTG_HOST_DEVICE static void eval(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
+    if (eval(kid<0>(n), f))
+      eval(kid<1>(n), f);
+    else
+      eval(kid<2>(n), f);
+  }
+  template <class Fr, int Site, class C, class B>
+  CTG_HOST_DEVICE static void eval(node<op::while_<Site>, C, B> const& n, Fr& f) {
+    while (eval(kid<0>(n), f)) eval(kid<1>(n), f);
+  }
+
+  template <class Fr, int... S, class... K>
+  CTG_HOST_DEVICE static void eval(node<op::let<S...>, K...> const& n, Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      // Initial values are computed before any slot is written: they may read
+      // locals of the enclosing scope only.
+      auto inits = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
+      ((detail::get<S>(f.locals) = detail::get<Is>(inits)), ...);
+    }(std::make_index_sequence<sizeof...(S)>{});
+    eval(detail::get<sizeof...(S)>(n.kids), f);
+  }
+
+  // Iterates the index box of a loop node at level L, innermost axis fastest,
+  // calling visit() with the frame's indices set.
+  template <int L, int A, int Axis = 0, class Fr, class Visit>
+  CTG_HOST_DEVICE static void iterate(int const (&lo)[A], int const (&hi)[A], Fr& f, Visit&& visit) {
+    if constexpr (Axis == A) {
+      visit();
+    } else {
+      for (int j = lo[Axis]; j < hi[Axis]; ++j) {
+        f.idx[L][Axis] = j;
+        iterate<L, A, Axis + 1>(lo, hi, f, visit);
+      }
+    }
+  }
+  template <class Fr, loop_kind K, int L, int A, int Site, class... Kids>
+  CTG_HOST_DEVICE static void bounds(node<op::loop<K, L, A, Site>, Kids...> const& n, Fr& f, int (&lo)[A],
+                                     int (&hi)[A]) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      ((lo[Is] = eval(detail::get<Is>(n.kids), f)), ...);
+      ((hi[Is] = eval(detail::get<A + Is>(n.kids), f)), ...);
+    }(std::make_index_sequence<A>{});
+  }
+  template <class Fr, loop_kind K, int L, int A, int Site, class... Kids>
+  CTG_HOST_DEVICE static void eval(node<op::loop<K, L, A, Site>, Kids...> const& n, Fr& f) {
+    int lo[A], hi[A];
+    bounds(n, f, lo, hi);
+    auto const& body = detail::get<2 * A>(n.kids);
+    iterate<L, A>(lo, hi, f, [&] { eval(body, f); });
+  }
+};
+
+}  // namespace ctg::eval

@@ -1,0 +1,32 @@
+// The per-thread state of a running offload: the bound arguments, the loop
+// indices by level and axis, the locals by slot. The IR tree itself holds only
+// what is the same for every thread.
+#pragma once
+#include "../config.hpp"
+#include "../detail/tuple.hpp"
+#include "status.hpp"
+
+namespace ctg::eval {
+
+template <class Args, class Locals, int Levels, int Axes, bool Parallel>
+struct frame {
+  using args_type = Args;
+  static constexpr bool parallel = Parallel;
+  static constexpr int levels = Levels > 0 ? Levels : 1;
+  static constexpr int axes = Axes > 0 ? Axes : 1;
+
+  Args const* args;
+  launch_status* status;
+  int idx[levels][axes];
+  Locals locals;
+};
+
+template <class Args, class Locals, int Levels, int Axes, bool Parallel>
+CTG_HOST_DEVICE frame<Args, Locals, Levels, Axes, Parallel> make_frame(Args const* args, launch_status* status) {
+  frame<Args, Locals, Levels, Axes, Parallel> f;
+  f.args = args;
+  f.status = status;
+  return f;
+}
+
+}  // namespace ctg::eval

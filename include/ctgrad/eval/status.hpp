@@ -1,0 +1,43 @@
+// What a running kernel reports back to its launcher: the first out-of-range
+// index (checked builds), an adstack overflow. One record per launch, written
+// by the first thread that fails; the launcher turns it into an exception
+// naming the kernel and the parameter.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "../config.hpp"
+
+namespace ctg::eval {
+
+enum class failure : int { none = 0, index_out_of_range = 1, adstack_overflow = 2 };
+
+struct launch_status {
+  int failed;          // a failure code, set once
+  int param;           // field parameter position (index errors)
+  int rank;            // number of indices recorded
+  int site;            // adstack: the loop site that overflowed
+  long long index[4];  // the offending index
+  long long required;  // adstack: entries needed by the failing thread
+  long long available; // adstack: entries available per thread
+};
+
+CTG_HOST_DEVICE bool claim_failure(launch_status* s, failure what) {
+#if CTG_DEVICE_PASS
+  return atomicCAS(&s->failed, 0, int(what)) == 0;
+#else
+  int expected = 0;
+  return std::atomic_ref<int>(s->failed).compare_exchange_strong(expected, int(what));
+#endif
+}
+
+template <class... I>
+CTG_HOST_DEVICE void report_index(launch_status* s, int param, I... idx) {
+  if (s == nullptr || !claim_failure(s, failure::index_out_of_range)) return;
+  s->param = param;
+  s->rank = int(sizeof...(I));
+  int k = 0;
+  ((s->index[k++] = (long long)(idx)), ...);
+}
+
+}  // namespace ctg::eval

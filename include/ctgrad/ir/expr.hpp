@@ -1,0 +1,320 @@
+// How kernel code builds expressions: operators and functions on IR nodes,
+// writable element handles (lvalue), constants, casts, select and stop_grad.
+// Nothing here evaluates anything; it only builds node types.
+#pragma once
+#include <type_traits>
+#include <utility>
+
+#include "../element.hpp"
+#include "math.hpp"
+#include "node.hpp"
+
+namespace ctg::ir {
+
+// A writable place in a kernel: a field element, a local, or one component of
+// either. Assigning to it builds a statement; reading it is an expression.
+// Frontend-only (never part of the lowered IR), so it may define operator=.
+template <class N>
+struct lvalue;
+
+template <class T>
+struct is_lvalue : std::false_type {};
+template <class N>
+struct is_lvalue<lvalue<N>> : std::true_type {};
+template <class T>
+inline constexpr bool is_lvalue_v = is_lvalue<std::remove_cvref_t<T>>::value;
+
+// Anything kernel code may combine with operators: IR nodes, element handles
+// and not-yet-lowered constructs (func calls, let-blocks yielding a value).
+template <class T>
+concept dsl_expr = is_node_v<T> || is_lvalue_v<T> || is_pending_v<T>;
+
+// What may appear as an operand: a dsl_expr, a plain number, an Eigen constant.
+template <class T>
+concept dsl_operand = dsl_expr<T> || std::is_arithmetic_v<std::remove_cvref_t<T>> ||
+                      is_eigen_fixed_v<std::remove_cvref_t<T>>;
+
+template <class T>
+constexpr auto as_expr(T const& x) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (is_lvalue_v<U>)
+    return x.expr;
+  else if constexpr (is_node_v<U> || is_pending_v<U>)
+    return x;
+  else if constexpr (std::is_arithmetic_v<U>)
+    return node<op::weak_literal<U>>{{x}, {}};
+  else if constexpr (is_eigen_fixed_v<U>)
+    return node<op::literal<U>>{{x}, {}};
+  else
+    static_assert(detail::dependent_false<T>,
+                  "CTG-EXPR-001 this value cannot appear in a kernel expression: use numbers, "
+                  "fixed-size Eigen matrices, field elements, locals or loop indices");
+}
+template <class T>
+using as_expr_t = decltype(as_expr(std::declval<T const&>()));
+
+template <class Fn, class... A>
+constexpr auto make_math(A const&... a) {
+  return node<op::math<Fn>, as_expr_t<A>...>{{}, {{{as_expr(a)}...}}};
+}
+
+template <class Op, class... A>
+constexpr auto make_expr(Op op, A const&... a) {
+  return node<Op, as_expr_t<A>...>{op, {{{as_expr(a)}...}}};
+}
+
+// ---- operators -------------------------------------------------------------
+template <class A, class B>
+concept binary_operands = dsl_operand<A> && dsl_operand<B> && (dsl_expr<A> || dsl_expr<B>);
+
+#define CTG_IMPL_BINARY_OPERATOR(OP, FN)                           \
+  template <class A, class B>                                      \
+    requires binary_operands<A, B>                                 \
+  [[nodiscard]] constexpr auto operator OP(A const& a, B const& b) { \
+    return make_math<fn::FN>(a, b);                                \
+  }
+CTG_IMPL_BINARY_OPERATOR(+, add)
+CTG_IMPL_BINARY_OPERATOR(-, sub)
+CTG_IMPL_BINARY_OPERATOR(*, mul)
+CTG_IMPL_BINARY_OPERATOR(/, div)
+CTG_IMPL_BINARY_OPERATOR(%, mod)
+CTG_IMPL_BINARY_OPERATOR(<, lt)
+CTG_IMPL_BINARY_OPERATOR(<=, le)
+CTG_IMPL_BINARY_OPERATOR(>, gt)
+CTG_IMPL_BINARY_OPERATOR(>=, ge)
+CTG_IMPL_BINARY_OPERATOR(==, eq)
+CTG_IMPL_BINARY_OPERATOR(!=, ne)
+CTG_IMPL_BINARY_OPERATOR(&&, logical_and)
+CTG_IMPL_BINARY_OPERATOR(||, logical_or)
+CTG_IMPL_BINARY_OPERATOR(&, bit_and)
+CTG_IMPL_BINARY_OPERATOR(|, bit_or)
+CTG_IMPL_BINARY_OPERATOR(^, bit_xor)
+CTG_IMPL_BINARY_OPERATOR(<<, shl)
+CTG_IMPL_BINARY_OPERATOR(>>, shr)
+#undef CTG_IMPL_BINARY_OPERATOR
+
+template <dsl_expr A>
+[[nodiscard]] constexpr auto operator-(A const& a) {
+  return make_math<fn::neg>(a);
+}
+template <dsl_expr A>
+[[nodiscard]] constexpr auto operator+(A const& a) {
+  return as_expr(a);
+}
+template <dsl_expr A>
+[[nodiscard]] constexpr auto operator!(A const& a) {
+  return make_math<fn::logical_not>(a);
+}
+
+// ---- element handles -------------------------------------------------------
+// Whether an element handle names a local (or a component of one).
+template <class N>
+struct writes_local : std::false_type {};
+template <int S, class T>
+struct writes_local<node<op::local<S, T>>> : std::true_type {};
+template <class V, class... I>
+struct writes_local<node<op::component, V, I...>> : writes_local<V> {};
+
+template <class N>
+struct lvalue {
+  N expr;
+
+  // Assignment builds a statement: a store for field elements, an assignment
+  // for locals. The copy-assignment form is spelled out so that `a = a` builds
+  // a statement too instead of copying the handle.
+  [[nodiscard]] constexpr auto operator=(lvalue const& rhs) const { return assign_from(rhs); }
+  template <dsl_operand E>
+  [[nodiscard]] constexpr auto operator=(E const& rhs) const {
+    return assign_from(rhs);
+  }
+
+  // On field elements `+=`/`-=` are atomic accumulations (an offload's
+  // iterations may hit the same element); on locals they are plain updates.
+  template <dsl_operand E>
+  [[nodiscard]] constexpr auto operator+=(E const& rhs) const {
+    if constexpr (targets_field)
+      return make_expr(op::atomic<atomic_kind::add>{}, expr, rhs);
+    else
+      return assign_from(expr + rhs);
+  }
+  template <dsl_operand E>
+  [[nodiscard]] constexpr auto operator-=(E const& rhs) const {
+    if constexpr (targets_field)
+      return make_expr(op::atomic<atomic_kind::sub>{}, expr, rhs);
+    else
+      return assign_from(expr - rhs);
+  }
+  template <dsl_operand E>
+  [[nodiscard]] constexpr auto operator*=(E const& rhs) const {
+    static_assert(!targets_field,
+                  "CTG-EXPR-004 *= on a field element: there is no atomic multiply; write "
+                  "f[i] = f[i] * e where no other iteration touches f[i]");
+    return assign_from(expr * rhs);
+  }
+  template <dsl_operand E>
+  [[nodiscard]] constexpr auto operator/=(E const& rhs) const {
+    static_assert(!targets_field,
+                  "CTG-EXPR-004 /= on a field element: there is no atomic divide; write "
+                  "f[i] = f[i] / e where no other iteration touches f[i]");
+    return assign_from(expr / rhs);
+  }
+
+  // One component of a vector- or matrix-valued element: f[i][k], v(r, c).
+  template <dsl_operand I>
+  constexpr auto operator[](I const& k) const {
+    return lvalue<node<op::component, N, as_expr_t<I>>>{make_expr(op::component{}, expr, k)};
+  }
+  template <dsl_operand R, dsl_operand C>
+  constexpr auto operator()(R const& r, C const& c) const {
+    return lvalue<node<op::component, N, as_expr_t<R>, as_expr_t<C>>>{
+        make_expr(op::component{}, expr, r, c)};
+  }
+
+  static constexpr bool targets_field = !writes_local<N>::value;
+
+ private:
+  template <class E>
+  constexpr auto assign_from(E const& rhs) const {
+    if constexpr (targets_field)
+      return make_expr(op::store{}, expr, rhs);
+    else
+      return make_expr(op::assign<>{}, expr, rhs);
+  }
+};
+
+// ---- component access on expressions -----------------------------------------
+template <class Op, class... Kids>
+template <class I>
+constexpr auto node<Op, Kids...>::operator[](I k) const {
+  return make_expr(op::component{}, *this, k);
+}
+template <class Op, class... Kids>
+template <class R, class C>
+constexpr auto node<Op, Kids...>::operator()(R r, C c) const {
+  return make_expr(op::component{}, *this, r, c);
+}
+
+// ---- constants -------------------------------------------------------------
+// A compile-time index constant: `out[ctg::c<0>]`, `ctg::range(ctg::c<4>, ...)`.
+template <long long N>
+inline constexpr node<op::constant<N>> c{};
+
+namespace literals {
+namespace detail_c {
+template <char... Cs>
+constexpr long long parse() {
+  long long v = 0;
+  ((v = v * 10 + (Cs - '0')), ...);
+  return v;
+}
+}  // namespace detail_c
+// 4_c is ctg::c<4>.
+template <char... Cs>
+constexpr auto operator""_c() {
+  static_assert(((Cs >= '0' && Cs <= '9') && ...), "CTG-EXPR-006 _c takes a decimal integer");
+  return c<detail_c::parse<Cs...>()>;
+}
+}  // namespace literals
+
+// ---- value functions -------------------------------------------------------
+template <class T, dsl_operand A>
+[[nodiscard]] constexpr auto cast(A const& a) {
+  static_assert(is_element_type_v<T>, "CTG-EXPR-001 cast<T>: T must be a field element type");
+  return make_expr(op::cast<T>{}, a);
+}
+
+// c ? a : b, evaluating only the chosen side.
+template <dsl_operand C, dsl_operand A, dsl_operand B>
+[[nodiscard]] constexpr auto select(C const& c, A const& a, B const& b) {
+  return make_expr(op::select{}, c, a, b);
+}
+
+// The value of e, through which no gradient flows.
+template <dsl_operand A>
+[[nodiscard]] constexpr auto stop_grad(A const& a) {
+  return make_expr(op::stop_grad{}, a);
+}
+
+#define CTG_IMPL_UNARY_FUNCTION(NAME)                 \
+  template <dsl_expr A>                               \
+  [[nodiscard]] constexpr auto NAME(A const& a) {     \
+    return make_math<fn::NAME>(a);                    \
+  }
+CTG_IMPL_UNARY_FUNCTION(sin)
+CTG_IMPL_UNARY_FUNCTION(cos)
+CTG_IMPL_UNARY_FUNCTION(tan)
+CTG_IMPL_UNARY_FUNCTION(tanh)
+CTG_IMPL_UNARY_FUNCTION(asin)
+CTG_IMPL_UNARY_FUNCTION(acos)
+CTG_IMPL_UNARY_FUNCTION(atan)
+CTG_IMPL_UNARY_FUNCTION(exp)
+CTG_IMPL_UNARY_FUNCTION(log)
+CTG_IMPL_UNARY_FUNCTION(sqrt)
+CTG_IMPL_UNARY_FUNCTION(rsqrt)
+CTG_IMPL_UNARY_FUNCTION(abs)
+CTG_IMPL_UNARY_FUNCTION(floor)
+CTG_IMPL_UNARY_FUNCTION(ceil)
+CTG_IMPL_UNARY_FUNCTION(round)
+CTG_IMPL_UNARY_FUNCTION(sign)
+CTG_IMPL_UNARY_FUNCTION(norm)
+CTG_IMPL_UNARY_FUNCTION(norm_sqr)
+CTG_IMPL_UNARY_FUNCTION(transpose)
+CTG_IMPL_UNARY_FUNCTION(trace)
+CTG_IMPL_UNARY_FUNCTION(det)
+CTG_IMPL_UNARY_FUNCTION(inverse)
+#undef CTG_IMPL_UNARY_FUNCTION
+
+#define CTG_IMPL_BINARY_FUNCTION(NAME)                       \
+  template <class A, class B>                                \
+    requires binary_operands<A, B>                           \
+  [[nodiscard]] constexpr auto NAME(A const& a, B const& b) { \
+    return make_math<fn::NAME>(a, b);                        \
+  }
+CTG_IMPL_BINARY_FUNCTION(atan2)
+CTG_IMPL_BINARY_FUNCTION(pow)
+CTG_IMPL_BINARY_FUNCTION(min)
+CTG_IMPL_BINARY_FUNCTION(max)
+CTG_IMPL_BINARY_FUNCTION(dot)
+CTG_IMPL_BINARY_FUNCTION(cross)
+CTG_IMPL_BINARY_FUNCTION(outer)
+#undef CTG_IMPL_BINARY_FUNCTION
+
+template <class X, class L, class H>
+  requires(dsl_operand<X> && dsl_operand<L> && dsl_operand<H> &&
+           (dsl_expr<X> || dsl_expr<L> || dsl_expr<H>))
+[[nodiscard]] constexpr auto clamp(X const& x, L const& lo, H const& hi) {
+  return make_math<fn::min>(make_math<fn::max>(x, lo), hi);
+}
+
+template <dsl_expr A>
+[[nodiscard]] constexpr auto normalized(A const& a) {
+  return make_math<fn::div>(a, make_math<fn::norm>(a));
+}
+
+// A column vector from scalar expressions: ctg::vec(a, b, c).
+template <dsl_operand... A>
+[[nodiscard]] constexpr auto vec(A const&... a) {
+  return make_expr(op::make_matrix<int(sizeof...(A)), 1>{}, a...);
+}
+// An R x C matrix from R*C scalar expressions given row by row.
+template <int R, int C, dsl_operand... A>
+[[nodiscard]] constexpr auto mat(A const&... a) {
+  static_assert(int(sizeof...(A)) == R * C, "CTG-EXPR-002 ctg::mat<R, C> takes R*C coefficients");
+  return make_expr(op::make_matrix<R, C>{}, a...);
+}
+
+// ---- value types of expression nodes ------------------------------------------
+template <class Fn, class... Kids>
+struct value_of<node<op::math<Fn>, Kids...>> {
+  using type = fn::result_t<Fn, value_t<Kids>...>;
+};
+template <class V, class... Idx>
+struct value_of<node<op::component, V, Idx...>> {
+  using type = scalar_of_t<value_t<V>>;
+};
+template <int R, int C, class... Kids>
+struct value_of<node<op::make_matrix<R, C>, Kids...>> {
+  using type = Eigen::Matrix<std::common_type_t<scalar_of_t<value_t<Kids>>...>, R, C>;
+};
+
+}  // namespace ctg::ir

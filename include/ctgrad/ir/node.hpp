@@ -1,0 +1,238 @@
+// The IR: one node template, node<Op, Kids...>, where Op says what the node is
+// (and holds what is the same for every thread: a literal's value, nothing
+// else) and Kids are its operands. After lowering, a kernel is a tree of these
+// and of nothing else: no closure type, no host pointer. Loop indices are
+// tagged by loop level, locals by slot, fields by parameter position.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../detail/fixed_string.hpp"
+#include "../detail/meta.hpp"
+#include "../detail/tuple.hpp"
+
+namespace ctg::ir {
+
+template <class Op, class... Kids>
+struct node {
+  using op_type = Op;
+  static constexpr std::size_t arity = sizeof...(Kids);
+
+  Op op;
+  detail::tuple<Kids...> kids;
+
+  // Component access on vector- and matrix-valued expressions: v[k], m(r, c).
+  // Defined in expr.hpp.
+  template <class I>
+  constexpr auto operator[](I k) const;
+  template <class R, class C>
+  constexpr auto operator()(R r, C c) const;
+};
+
+template <class T>
+struct is_node : std::false_type {};
+template <class Op, class... Kids>
+struct is_node<node<Op, Kids...>> : std::true_type {};
+template <class T>
+inline constexpr bool is_node_v = is_node<std::remove_cvref_t<T>>::value;
+
+template <std::size_t I, class Op, class... Kids>
+CTG_HOST_DEVICE constexpr auto const& kid(node<Op, Kids...> const& n) {
+  return detail::get<I>(n.kids);
+}
+
+template <class Op, class... Kids>
+constexpr node<Op, std::decay_t<Kids>...> make_node(Op op, Kids&&... kids) {
+  return {op, detail::make_tuple(static_cast<Kids&&>(kids)...)};
+}
+
+// Which buffer of a field an access reads or writes.
+enum class buffer { primal, grad, dual };
+
+// What kind of loop a loop node is. A top-level `range`, `ndrange` or `each`
+// is a parallel offload; nested ones run serially inside their iteration.
+// `serial` never runs in parallel; `while_` has no index.
+enum class loop_kind { range, serial };
+
+// Atomic read-modify-write kinds on a field element.
+enum class atomic_kind { add, sub, min, max };
+
+namespace op {
+
+// ---- leaves -------------------------------------------------------------
+template <class T>
+struct literal {
+  T value;
+};
+// A plain C++ number written in a kernel before its type is settled: it takes
+// the scalar type of the expression it meets (so `x[i] * 0.5` stays float when
+// x is float). Exists only before lowering ends.
+template <class T>
+struct weak_literal {
+  T value;
+};
+// A compile-time index constant (ctg::c<N>, N_c): compared exactly by the checks.
+template <long long N>
+struct constant {
+  static constexpr long long value = N;
+};
+// Index of the loop at nesting level `Level` (0 = an offload-level loop), axis `Axis`.
+template <int Level, int Axis>
+struct loop_index {};
+// A mutable local introduced by ctg::let, stored in frame slot `Slot`.
+template <int Slot, class T>
+struct local {};
+// Element access of the field parameter at position I; Kids are the indices.
+template <int I, class T, int Rank, bool HasGrad, bool HasDual, buffer Buf = buffer::primal>
+struct access {
+  using value_type = T;
+  static constexpr int param = I;
+  static constexpr int rank = Rank;
+  static constexpr bool has_grad = HasGrad;
+  static constexpr bool has_dual = HasDual;
+  static constexpr buffer which = Buf;
+};
+// Extent of axis `Axis` of the field parameter at position I.
+template <int I, int Axis>
+struct extent {};
+
+// ---- expressions ---------------------------------------------------------
+// A math operation from the table in math.hpp; Kids are its operands.
+template <class Fn>
+struct math {};
+template <class T>
+struct cast {};
+struct select {};
+struct stop_grad {};
+// v[k] or m(r, c): Kids = (value, indices...).
+struct component {};
+// An Eigen matrix built from R*C scalar expressions, column-major order.
+template <int R, int C>
+struct make_matrix {};
+// The body of a ctg::func call, kept as a node so checks see through it and
+// messages can name the func.
+template <detail::fixed_string Name>
+struct func_scope {
+  static constexpr auto name = Name;
+};
+
+// ---- statements ------------------------------------------------------------
+// Statements that the reverse pass must undo or replay carry a Site: a frame
+// slot of their own, numbered by lowering like the locals, where the adjoint
+// keeps what it saved (a local's previous value, an if_'s branch, a loop's
+// bounds, a while_'s trip count). Builders create them with Site = -1.
+
+// lhs = rhs on a field element (lhs: access or component of an access).
+struct store {};
+// lhs op= rhs on a field element, atomic in parallel offloads.
+template <atomic_kind K>
+struct atomic {
+  static constexpr atomic_kind kind = K;
+};
+// local = rhs (lhs: local or component of a local).
+template <int Site = -1>
+struct assign {
+  static constexpr int site = Site;
+};
+struct block {};
+template <int Site = -1>
+struct if_ {
+  static constexpr int site = Site;
+};
+template <int Site = -1>
+struct while_ {
+  static constexpr int site = Site;
+};
+// Kids = (begin_0.., end_0.., body); Axes > 1 for ndrange/each.
+template <loop_kind K, int Level, int Axes, int Site = -1>
+struct loop {
+  static constexpr loop_kind kind = K;
+  static constexpr int level = Level;
+  static constexpr int axes = Axes;
+  static constexpr int site = Site;
+};
+// Kids = (init_0.., body): introduces locals in Slots, initialised in order.
+template <int... Slots>
+struct let {};
+// As let, but yields a value: Kids = (init_0.., body, value). Removed by hoisting.
+template <int... Slots>
+struct let_value {};
+// ctg::result(e): the value a let-block yields. Removed by lowering.
+struct result {};
+// A statement that does nothing (the missing arm of a one-armed if_).
+struct nothing {};
+
+}  // namespace op
+
+// ---- value types ---------------------------------------------------------
+// value_of<N>::type is the type an expression evaluates to, void for statements.
+template <class N>
+struct value_of {
+  using type = void;
+};
+template <class N>
+using value_t = typename value_of<std::remove_cvref_t<N>>::type;
+
+template <class T>
+struct value_of<node<op::literal<T>>> {
+  using type = T;
+};
+template <class T>
+struct value_of<node<op::weak_literal<T>>> {
+  using type = T;
+};
+template <long long N>
+struct value_of<node<op::constant<N>>> {
+  using type = int;
+};
+template <int L, int A>
+struct value_of<node<op::loop_index<L, A>>> {
+  using type = int;
+};
+template <int S, class T>
+struct value_of<node<op::local<S, T>>> {
+  using type = T;
+};
+template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+struct value_of<node<op::access<I, T, R, G, D, B>, Idx...>> {
+  using type = T;
+};
+template <int I, int A>
+struct value_of<node<op::extent<I, A>>> {
+  using type = int;
+};
+template <class T, class K>
+struct value_of<node<op::cast<T>, K>> {
+  using type = T;
+};
+template <class K>
+struct value_of<node<op::stop_grad, K>> {
+  using type = value_t<K>;
+};
+template <class C, class A, class B>
+struct value_of<node<op::select, C, A, B>> {
+  using type = std::common_type_t<value_t<A>, value_t<B>>;
+};
+template <detail::fixed_string Name, class K>
+struct value_of<node<op::func_scope<Name>, K>> {
+  using type = value_t<K>;
+};
+template <int... S, class... Kids>
+struct value_of<node<op::let_value<S...>, Kids...>> {
+  using type = value_t<detail::tuple_element_t<sizeof...(Kids) - 1, detail::tuple<Kids...>>>;
+};
+template <class K>
+struct value_of<node<op::result, K>> {
+  using type = value_t<K>;
+};
+
+template <class N>
+inline constexpr bool is_statement_v = std::is_void_v<value_t<N>>;
+
+// A placeholder: used by lowering to mark nodes that are not yet lowered.
+struct pending_tag {};
+template <class T>
+inline constexpr bool is_pending_v = std::is_base_of_v<pending_tag, std::remove_cvref_t<T>>;
+
+}  // namespace ctg::ir

@@ -1,0 +1,325 @@
+// The constructs that take a lambda (loops, let, func) and the statement
+// containers. Loops, let-blocks and func calls do not call their lambda here:
+// they stay pending until lowering, which calls each lambda once with
+// placeholders for the loop indices or locals, under the caller's context
+// (loop level, slots in use, func chain). That is why a func can never reset
+// the loop level: it is lowered where it is called.
+#pragma once
+#include <type_traits>
+#include <utility>
+
+#include "../field.hpp"
+#include "../ir/expr.hpp"
+
+namespace ctg {
+
+namespace ir {
+
+// ---- kernel parameters -----------------------------------------------------
+// A field argument as kernel code sees it: indexing gives element handles.
+template <int I, class T, int Rank, bool HasGrad, bool HasDual, buffer Buf = buffer::primal>
+struct field_handle {
+  using value_type = T;
+  static constexpr int param = I;
+  static constexpr int rank = Rank;
+  static constexpr bool has_grad = HasGrad;
+  static constexpr bool has_dual = HasDual;
+  using access_op = op::access<I, T, Rank, HasGrad, HasDual, Buf>;
+
+  // f() for rank 0, f(i, j, ...) for any rank.
+  template <dsl_operand... Idx>
+  constexpr auto operator()(Idx const&... idx) const {
+    static_assert(sizeof...(Idx) == Rank,
+                  "CTG-EXPR-007 wrong number of indices: a field of rank R takes R indices");
+    return lvalue<node<access_op, as_expr_t<Idx>...>>{make_expr(access_op{}, idx...)};
+  }
+  template <dsl_operand Idx>
+  constexpr auto operator[](Idx const& i) const {
+    static_assert(Rank == 1, "CTG-EXPR-007 f[i] indexes rank-1 fields; use f(i, j, ...) for rank > 1");
+    return (*this)(i);
+  }
+  // The extent of an axis, read at run time: ctg::range(f.shape(0_c), ...).
+  // The axis is a compile-time constant (ctg::c<A> or A_c).
+  template <long long A>
+  constexpr auto shape(node<op::constant<A>>) const {
+    static_assert(A >= 0 && A < Rank, "CTG-EXPR-007 shape(axis): axis out of range");
+    return node<op::extent<I, int(A)>>{};
+  }
+  // The extent of a rank-1 field.
+  constexpr auto size() const {
+    static_assert(Rank == 1, "CTG-EXPR-007 size() is the extent of a rank-1 field; use shape(axis_c)");
+    return node<op::extent<I, 0>>{};
+  }
+
+  // The gradient or tangent buffer of this field, readable and writable like a
+  // field of its own. Reading it inside a kernel that is differentiated is an
+  // error (CTG-AD-011).
+  constexpr auto grad() const {
+    static_assert(HasGrad, "CTG-FIELD-004 grad() on a field declared without ctg::grad");
+    return field_handle<I, T, Rank, false, false, buffer::grad>{};
+  }
+  constexpr auto dual() const {
+    static_assert(HasDual, "CTG-FIELD-004 dual() on a field declared without ctg::dual");
+    return field_handle<I, T, Rank, false, false, buffer::dual>{};
+  }
+};
+
+template <class T>
+struct is_field_handle : std::false_type {};
+template <int I, class T, int R, bool G, bool D, buffer B>
+struct is_field_handle<field_handle<I, T, R, G, D, B>> : std::true_type {};
+template <class T>
+inline constexpr bool is_field_handle_v = is_field_handle<std::remove_cvref_t<T>>::value;
+
+// ---- pending constructs ------------------------------------------------------
+// A loop whose body lambda has not been called yet. Bounds: begin_0.., end_0...
+template <loop_kind K, int Axes, class F, class... Bounds>
+struct pending_loop : pending_tag {
+  detail::tuple<Bounds...> bounds;
+  F body;
+};
+
+// static_range<B, E>: the body is lowered once per value, with ctg::c<k> as index.
+template <long long B, long long E, class F>
+struct pending_static_loop : pending_tag {
+  F body;
+};
+
+// let(init..., [=](auto v...) { ... }): locals in fresh slots.
+template <class F, class... Inits>
+struct pending_let : pending_tag {
+  detail::tuple<Inits...> inits;
+  F body;
+};
+
+// A call of a ctg::func: inlined at lowering with the caller's context.
+template <detail::fixed_string Name, class F, class... Args>
+struct pending_call : pending_tag {
+  F fn;
+  detail::tuple<Args...> args;
+};
+
+// Statements are nodes or pending constructs; plain numbers are not statements.
+template <class T>
+concept dsl_statement = is_node_v<T> || is_pending_v<T>;
+
+template <std::size_t>
+using zero_index = node<op::constant<0>>;
+
+template <class B>
+constexpr auto as_bound(B const& b) {
+  return as_expr(b);
+}
+
+}  // namespace ir
+
+// ---- loops -------------------------------------------------------------------
+// range(n, body) / range(begin, end, body): a parallel offload at the top level
+// of a kernel, a serial loop anywhere else. Bounds may be numbers, ctg::c<N>,
+// scalar parameters, field loads or any integer expression.
+template <ir::dsl_operand N, class F>
+[[nodiscard]] constexpr auto range(N const& n, F body) {
+  using ir::as_bound;
+  auto lo = ir::c<0>;
+  auto hi = as_bound(n);
+  return ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body};
+}
+template <ir::dsl_operand B, ir::dsl_operand E, class F>
+[[nodiscard]] constexpr auto range(B const& b, E const& e, F body) {
+  using ir::as_bound;
+  auto lo = as_bound(b);
+  auto hi = as_bound(e);
+  return ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body};
+}
+
+// serial_range: iterations run in order on one thread (and in reverse order in
+// the adjoint), so iterations may read what earlier ones wrote.
+template <ir::dsl_operand N, class F>
+[[nodiscard]] constexpr auto serial_range(N const& n, F body) {
+  using ir::as_bound;
+  auto lo = ir::c<0>;
+  auto hi = as_bound(n);
+  return ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body};
+}
+template <ir::dsl_operand B, ir::dsl_operand E, class F>
+[[nodiscard]] constexpr auto serial_range(B const& b, E const& e, F body) {
+  using ir::as_bound;
+  auto lo = as_bound(b);
+  auto hi = as_bound(e);
+  return ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body};
+}
+
+// ndrange(n0, n1, ..., body): all index tuples of a box, body(i, j, ...).
+template <class... A>
+[[nodiscard]] constexpr auto ndrange(A const&... a) {
+  static_assert(sizeof...(A) >= 2, "ndrange(n0, ..., body) takes at least one extent and a body");
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    auto all = detail::tuple<A const&...>{{{a}...}};
+    auto body = detail::get<sizeof...(A) - 1>(all);
+    constexpr int axes = int(sizeof...(A)) - 1;
+    auto his = detail::make_tuple(ir::as_bound(detail::get<Is>(all))...);
+    return ir::pending_loop<ir::loop_kind::range, axes, decltype(body),
+                            ir::zero_index<Is>...,
+                            decltype(ir::as_bound(detail::get<Is>(all)))...>{
+        {}, {{{ir::zero_index<Is>{}}..., {detail::get<Is>(his)}...}}, body};
+  }(std::make_index_sequence<sizeof...(A) - 1>{});
+}
+
+// each(f, body): every index of field parameter f, body(i, j, ...).
+template <int I, class T, int R, bool G, bool D, ir::buffer B, class F>
+[[nodiscard]] constexpr auto each(ir::field_handle<I, T, R, G, D, B> const&, F body) {
+  static_assert(R >= 1, "each(f, body) iterates a field of rank >= 1");
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return ir::pending_loop<ir::loop_kind::range, R, F,
+                            ir::zero_index<Is>...,
+                            ir::node<ir::op::extent<I, int(Is)>>...>{
+        {}, {{{ir::zero_index<Is>{}}..., {ir::node<ir::op::extent<I, int(Is)>>{}}...}}, body};
+  }(std::make_index_sequence<R>{});
+}
+
+// static_range<N>(body) / static_range<B, E>(body): unrolled at compile time;
+// the body receives ctg::c<k>. Not a loop for the checks (no level).
+template <long long B, long long E = -1, class F>
+[[nodiscard]] constexpr auto static_range(F body) {
+  if constexpr (E == -1)
+    return ir::pending_static_loop<0, B, F>{{}, body};
+  else
+    return ir::pending_static_loop<B, E, F>{{}, body};
+}
+
+// ---- locals and statements -------------------------------------------------------
+// let(init..., [=](auto v...) { return ...; }): mutable locals scoped by the lambda.
+// The lambda returns a statement, or a block ending in ctg::result(e) to yield e.
+template <class... A>
+[[nodiscard]] constexpr auto let(A const&... a) {
+  static_assert(sizeof...(A) >= 2, "let(init..., body) takes at least one initial value and a body");
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    auto all = detail::tuple<A const&...>{{{a}...}};
+    auto body = detail::get<sizeof...(A) - 1>(all);
+    return ir::pending_let<decltype(body), decltype(ir::as_expr(detail::get<Is>(all)))...>{
+        {}, {{{ir::as_expr(detail::get<Is>(all))}...}}, body};
+  }(std::make_index_sequence<sizeof...(A) - 1>{});
+}
+
+// Statements in order.
+template <ir::dsl_statement... S>
+[[nodiscard]] constexpr auto block(S const&... s) {
+  return ir::node<ir::op::block, S...>{{}, {{{s}...}}};
+}
+
+// The value a let-block yields (its last statement).
+template <ir::dsl_operand E>
+[[nodiscard]] constexpr auto result(E const& e) {
+  return ir::make_expr(ir::op::result{}, e);
+}
+
+template <ir::dsl_operand C, ir::dsl_statement T>
+[[nodiscard]] constexpr auto if_(C const& c, T const& then) {
+  auto cond = ir::as_expr(c);
+  return ir::node<ir::op::if_<>, decltype(cond), T, ir::node<ir::op::nothing>>{
+      {}, {{{cond}, {then}, {ir::node<ir::op::nothing>{}}}}};
+}
+template <ir::dsl_operand C, ir::dsl_statement T, ir::dsl_statement E>
+[[nodiscard]] constexpr auto if_(C const& c, T const& then, E const& otherwise) {
+  auto cond = ir::as_expr(c);
+  return ir::node<ir::op::if_<>, decltype(cond), T, E>{{}, {{{cond}, {then}, {otherwise}}}};
+}
+
+template <ir::dsl_operand C, ir::dsl_statement B>
+[[nodiscard]] constexpr auto while_(C const& c, B const& body) {
+  auto cond = ir::as_expr(c);
+  return ir::node<ir::op::while_<>, decltype(cond), B>{{}, {{{cond}, {body}}}};
+}
+
+// atomic_min(f[i], e) / atomic_max(f[i], e): f[i] = min(f[i], e), atomically.
+// Not differentiable: on a field with a gradient they fail to build (CTG-AD-008).
+template <class N, ir::dsl_operand E>
+[[nodiscard]] constexpr auto atomic_min(ir::lvalue<N> const& dst, E const& e) {
+  static_assert(ir::lvalue<N>::targets_field, "CTG-EXPR-012 atomic_min takes a field element");
+  return ir::make_expr(ir::op::atomic<ir::atomic_kind::min>{}, dst.expr, e);
+}
+template <class N, ir::dsl_operand E>
+[[nodiscard]] constexpr auto atomic_max(ir::lvalue<N> const& dst, E const& e) {
+  static_assert(ir::lvalue<N>::targets_field, "CTG-EXPR-012 atomic_max takes a field element");
+  return ir::make_expr(ir::op::atomic<ir::atomic_kind::max>{}, dst.expr, e);
+}
+
+// A statement that does nothing.
+inline constexpr ir::node<ir::op::nothing> nothing{};
+
+// ---- funcs ---------------------------------------------------------------------
+template <detail::fixed_string Name, class F>
+struct func_t {
+  F fn;
+  static constexpr auto name = Name;
+
+  // Arguments: field parameters, expressions and plain numbers. Expressions are
+  // passed as expressions (the func is inlined), so a func cannot assign to
+  // its caller's locals through them.
+  template <class... A>
+  [[nodiscard]] constexpr auto operator()(A const&... a) const {
+    return ir::pending_call<Name, F, std::remove_cvref_t<decltype(pass(a))>...>{{}, fn, {{{pass(a)}...}}};
+  }
+
+ private:
+  template <class A>
+  static constexpr auto pass(A const& a) {
+    if constexpr (ir::is_lvalue_v<A>)
+      return a.expr;
+    else
+      return a;
+  }
+};
+
+// ctg::func<"name">(lambda): a named, reusable piece of a kernel.
+template <detail::fixed_string Name, class F>
+[[nodiscard]] constexpr auto func(F f) {
+  return func_t<Name, F>{f};
+}
+
+using ir::abs;
+using ir::acos;
+using ir::asin;
+using ir::atan;
+using ir::atan2;
+using ir::c;
+using ir::cast;
+using ir::ceil;
+using ir::clamp;
+using ir::cos;
+using ir::cross;
+using ir::det;
+using ir::dot;
+using ir::exp;
+using ir::floor;
+using ir::inverse;
+using ir::log;
+using ir::mat;
+using ir::max;
+using ir::min;
+using ir::norm;
+using ir::norm_sqr;
+using ir::normalized;
+using ir::outer;
+using ir::pow;
+using ir::round;
+using ir::rsqrt;
+using ir::select;
+using ir::sign;
+using ir::sin;
+using ir::sqrt;
+using ir::stop_grad;
+using ir::tan;
+using ir::tanh;
+using ir::trace;
+using ir::transpose;
+using ir::vec;
+namespace literals {
+using ir::literals::operator""_c;
+}
+
+}  // namespace ctg

@@ -1,0 +1,345 @@
+// Lowering: from what kernel code returns (nodes with pending loops, lets and
+// func calls inside) to the closure-free IR. The context carries the loop level
+// (how many loops enclose this point, counted through func calls), the next
+// free local slot and the chain of funcs being inlined.
+#pragma once
+#include <type_traits>
+#include <utility>
+
+#include "builders.hpp"
+
+namespace ctg::ir {
+
+template <int Level, int NextSlot, class Funcs = detail::type_list<>>
+struct lower_ctx {
+  static constexpr int level = Level;
+  static constexpr int next_slot = NextSlot;
+  using funcs = Funcs;
+};
+
+template <class IR, int Next>
+struct lowered {
+  IR ir;
+  static constexpr int next_slot = Next;
+};
+
+template <class Ctx, int Next>
+using with_next_slot = lower_ctx<Ctx::level, Next, typename Ctx::funcs>;
+
+// ---- settling plain numbers ------------------------------------------------------
+// A weak literal meeting a value of type V takes V's scalar type when that
+// keeps the number exact in spirit: any number next to a floating-point value
+// becomes that floating type; an integer next to an integer becomes that
+// integer type; a floating number next to an integer keeps its own type.
+template <class V, class W>
+struct settled_scalar {
+  using S = scalar_of_t<V>;
+  using type = std::conditional_t<
+      std::is_floating_point_v<S> || (std::is_integral_v<W> && std::is_integral_v<S> &&
+                                      !std::is_same_v<S, bool>),
+      S, W>;
+};
+
+template <class N>
+inline constexpr bool is_weak_v = false;
+template <class T>
+inline constexpr bool is_weak_v<node<op::weak_literal<T>>> = true;
+
+// Settles a weak literal against value type V (void: its own type).
+template <class V, class N>
+constexpr auto settle_against(N const& n) {
+  if constexpr (is_weak_v<N>) {
+    using W = decltype(n.op.value);
+    if constexpr (std::is_void_v<V>) {
+      return node<op::literal<W>>{{n.op.value}, {}};
+    } else {
+      using S = typename settled_scalar<V, W>::type;
+      return node<op::literal<S>>{{S(n.op.value)}, {}};
+    }
+  } else {
+    return n;
+  }
+}
+template <class N>
+constexpr auto settle_self(N const& n) {
+  return settle_against<void>(n);
+}
+// Index operands are int.
+template <class N>
+constexpr auto settle_index(N const& n) {
+  if constexpr (is_weak_v<N>) {
+    static_assert(std::is_integral_v<decltype(n.op.value)>,
+                  "CTG-EXPR-008 an index or loop bound must be an integer");
+    return node<op::literal<int>>{{int(n.op.value)}, {}};
+  } else {
+    static_assert(std::is_integral_v<value_t<N>>,
+                  "CTG-EXPR-008 an index or loop bound must be an integer expression");
+    return n;
+  }
+}
+
+template <class Op, class... K>
+constexpr auto rebuild(Op op, K const&... k) {
+  return node<Op, K...>{op, detail::make_tuple(k...)};
+}
+
+template <class Op, class Tuple, std::size_t... Is>
+constexpr auto settle_default(Op op, Tuple const& t, std::index_sequence<Is...>) {
+  return rebuild(op, settle_self(detail::get<Is>(t))...);
+}
+
+// The first non-weak operand's value type, or void.
+template <class... K>
+struct anchor_value {
+  using type = void;
+};
+template <class K, class... Rest>
+struct anchor_value<K, Rest...> {
+  using type = std::conditional_t<is_weak_v<K>, typename anchor_value<Rest...>::type, value_t<K>>;
+};
+
+// Settles the operands of a freshly lowered node. Default: each weak literal
+// keeps its own type; operators settle their numbers against their operands.
+template <class Op, class... K>
+constexpr auto settle(Op op, detail::tuple<K...> const& t) {
+  return settle_default(op, t, std::index_sequence_for<K...>{});
+}
+
+template <class Fn, class... K>
+constexpr auto settle(op::math<Fn> op, detail::tuple<K...> const& t) {
+  using A = typename anchor_value<K...>::type;
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return rebuild(op, settle_against<A>(detail::get<Is>(t))...);
+  }(std::index_sequence_for<K...>{});
+}
+
+template <class C, class A, class B>
+constexpr auto settle(op::select op, detail::tuple<C, A, B> const& t) {
+  using V = typename anchor_value<A, B>::type;
+  return rebuild(op, settle_self(detail::get<0>(t)), settle_against<V>(detail::get<1>(t)),
+                 settle_against<V>(detail::get<2>(t)));
+}
+
+template <int R, int C, class... K>
+constexpr auto settle(op::make_matrix<R, C> op, detail::tuple<K...> const& t) {
+  using A = typename anchor_value<K...>::type;
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return rebuild(op, settle_against<A>(detail::get<Is>(t))...);
+  }(std::index_sequence_for<K...>{});
+}
+
+template <class T, class K>
+constexpr auto settle(op::cast<T> op, detail::tuple<K> const& t) {
+  return rebuild(op, settle_against<T>(detail::get<0>(t)));
+}
+
+template <class L, class E>
+constexpr auto settle_write(L const&, E const& rhs) {
+  return settle_against<value_t<L>>(rhs);
+}
+template <class L, class E>
+constexpr auto settle(op::store op, detail::tuple<L, E> const& t) {
+  return rebuild(op, detail::get<0>(t), settle_write(detail::get<0>(t), detail::get<1>(t)));
+}
+template <atomic_kind A, class L, class E>
+constexpr auto settle(op::atomic<A> op, detail::tuple<L, E> const& t) {
+  return rebuild(op, detail::get<0>(t), settle_write(detail::get<0>(t), detail::get<1>(t)));
+}
+template <int Site, class L, class E>
+constexpr auto settle(op::assign<Site> op, detail::tuple<L, E> const& t) {
+  return rebuild(op, detail::get<0>(t), settle_write(detail::get<0>(t), detail::get<1>(t)));
+}
+
+template <class V, class... I>
+constexpr auto settle(op::component op, detail::tuple<V, I...> const& t) {
+  static_assert(sizeof...(I) == 1 || sizeof...(I) == 2,
+                "CTG-EXPR-009 component access takes one index (v[k]) or two (m(r, c))");
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    auto const& v = detail::get<0>(t);
+    static_assert(is_eigen_fixed_v<value_t<V>>,
+                  "CTG-EXPR-009 component access on a value that is not a vector or matrix");
+    return rebuild(op, v, settle_index(detail::get<Is + 1>(t))...);
+  }(std::index_sequence_for<I...>{});
+}
+
+template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+constexpr auto settle(op::access<I, T, R, G, D, B> op, detail::tuple<Idx...> const& t) {
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return rebuild(op, settle_index(detail::get<Is>(t))...);
+  }(std::index_sequence_for<Idx...>{});
+}
+
+template <loop_kind K, int L, int A, int Site, class... Kids>
+constexpr auto settle(op::loop<K, L, A, Site> op, detail::tuple<Kids...> const& t) {
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return rebuild(op, settle_index(detail::get<Is>(t))..., detail::get<2 * A>(t));
+  }(std::make_index_sequence<2 * A>{});
+}
+
+template <int Site, class C, class... S>
+constexpr auto settle(op::if_<Site> op, detail::tuple<C, S...> const& t) {
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return rebuild(op, settle_self(detail::get<0>(t)), detail::get<Is + 1>(t)...);
+  }(std::index_sequence_for<S...>{});
+}
+
+// ---- lowering -----------------------------------------------------------------------
+// Lowers the elements of a tuple left to right, threading the slot counter.
+template <class Ctx, std::size_t I = 0, class... Ts, class... Done>
+constexpr auto lower_seq(detail::tuple<Ts...> const& t, Done const&... done) {
+  if constexpr (I == sizeof...(Ts)) {
+    return lowered<detail::tuple<Done...>, Ctx::next_slot>{detail::make_tuple(done...)};
+  } else {
+    auto r = lower(Ctx{}, detail::get<I>(t));
+    return lower_seq<with_next_slot<Ctx, decltype(r)::next_slot>, I + 1>(t, done..., r.ir);
+  }
+}
+
+// Plain values passed through func calls (field parameters, numbers).
+template <class Ctx, class X>
+  requires(!is_node_v<X> && !is_pending_v<X>)
+constexpr auto lower(Ctx, X const& x) {
+  return lowered<X, Ctx::next_slot>{x};
+}
+
+// Gives a statement that the reverse pass replays its own frame slot.
+template <class Op, int Slot>
+struct with_site {
+  using type = Op;
+  static constexpr int used = 0;
+};
+template <int Slot>
+struct with_site<op::assign<-1>, Slot> {
+  using type = op::assign<Slot>;
+  static constexpr int used = 1;
+};
+template <int Slot>
+struct with_site<op::if_<-1>, Slot> {
+  using type = op::if_<Slot>;
+  static constexpr int used = 1;
+};
+template <int Slot>
+struct with_site<op::while_<-1>, Slot> {
+  using type = op::while_<Slot>;
+  static constexpr int used = 1;
+};
+template <loop_kind K, int L, int A, int Slot>
+struct with_site<op::loop<K, L, A, -1>, Slot> {
+  using type = op::loop<K, L, A, Slot>;
+  static constexpr int used = 1;
+};
+
+template <int Slot, class Op, class... K>
+constexpr auto attach_site(node<Op, K...> const& n) {
+  using S = with_site<Op, Slot>;
+  if constexpr (S::used)
+    return node<typename S::type, K...>{typename S::type{}, n.kids};
+  else
+    return n;
+}
+
+template <class Ctx, class Op, class... Kids>
+constexpr auto lower(Ctx, node<Op, Kids...> const& n) {
+  auto r = lower_seq<Ctx>(n.kids);
+  constexpr int next = decltype(r)::next_slot;
+  auto out = attach_site<next>(settle(n.op, r.ir));
+  return lowered<decltype(out), next + with_site<Op, next>::used>{out};
+}
+
+template <class Ctx, loop_kind K, int Axes, class F, class... Bounds>
+constexpr auto lower(Ctx, pending_loop<K, Axes, F, Bounds...> const& p) {
+  constexpr int level = Ctx::level;
+  auto b = lower_seq<Ctx>(p.bounds);
+  constexpr int after_bounds = decltype(b)::next_slot;
+  auto body = [&]<std::size_t... As>(std::index_sequence<As...>) {
+    return p.body(node<op::loop_index<level, int(As)>>{}...);
+  }(std::make_index_sequence<Axes>{});
+  static_assert(dsl_statement<decltype(body)>,
+                "CTG-EXPR-010 a loop body must return a statement (a store, a block, a let, ...)");
+  using inner = lower_ctx<level + 1, after_bounds, typename Ctx::funcs>;
+  auto lb = lower(inner{}, body);
+  auto all = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return detail::make_tuple(detail::get<Is>(b.ir)..., lb.ir);
+  }(std::make_index_sequence<2 * Axes>{});
+  constexpr int site = decltype(lb)::next_slot;
+  auto out = settle(op::loop<K, level, Axes, site>{}, all);
+  return lowered<decltype(out), site + 1>{out};
+}
+
+template <class Ctx, long long B, long long E, class F>
+constexpr auto lower(Ctx, pending_static_loop<B, E, F> const& p) {
+  static_assert(B <= E, "static_range<B, E>: B must not exceed E");
+  auto bodies = [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
+    return detail::make_tuple(p.body(c<B + (long long)(Ks)>)...);
+  }(std::make_index_sequence<std::size_t(E - B)>{});
+  auto r = lower_seq<Ctx>(bodies);
+  auto out = detail::apply([](auto const&... s) { return rebuild(op::block{}, s...); }, r.ir);
+  return lowered<decltype(out), decltype(r)::next_slot>{out};
+}
+
+template <class N>
+struct ends_in_result : std::false_type {};
+template <class E>
+struct ends_in_result<node<op::result, E>> : std::true_type {};
+template <class... S>
+  requires(sizeof...(S) > 0)
+struct ends_in_result<node<op::block, S...>>
+    : ends_in_result<detail::tuple_element_t<sizeof...(S) - 1, detail::tuple<S...>>> {};
+
+// Splits a let body ending in result(e) into (statements, e).
+template <class E>
+constexpr auto split_result(node<op::result, E> const& r) {
+  return detail::make_tuple(rebuild(op::block{}), kid<0>(r));
+}
+template <class... S>
+constexpr auto split_result(node<op::block, S...> const& b) {
+  constexpr std::size_t n = sizeof...(S);
+  auto tail = split_result(detail::get<n - 1>(b.kids));
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return detail::make_tuple(rebuild(op::block{}, detail::get<Is>(b.kids)..., detail::get<0>(tail)),
+                              detail::get<1>(tail));
+  }(std::make_index_sequence<n - 1>{});
+}
+
+template <class Ctx, class F, class... Inits>
+constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
+  auto r = lower_seq<Ctx>(p.inits);
+  constexpr int first = decltype(r)::next_slot;
+  auto inits = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return detail::make_tuple(settle_self(detail::get<Is>(r.ir))...);
+  }(std::index_sequence_for<Inits...>{});
+  using init_tuple = decltype(inits);
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    auto body = p.body(lvalue<node<op::local<first + int(Is), value_t<detail::tuple_element_t<Is, init_tuple>>>>>{}...);
+    static_assert(dsl_statement<decltype(body)>,
+                  "CTG-EXPR-010 a let body must return a statement, or a block ending in ctg::result(e)");
+    using inner = with_next_slot<Ctx, first + int(sizeof...(Inits))>;
+    auto lb = lower(inner{}, body);
+    using LB = decltype(lb.ir);
+    if constexpr (ends_in_result<LB>::value) {
+      auto parts = split_result(lb.ir);
+      auto out = rebuild(op::let_value<first + int(Is)...>{}, detail::get<Is>(inits)...,
+                         detail::get<0>(parts), detail::get<1>(parts));
+      return lowered<decltype(out), decltype(lb)::next_slot>{out};
+    } else {
+      auto out = rebuild(op::let<first + int(Is)...>{}, detail::get<Is>(inits)..., lb.ir);
+      return lowered<decltype(out), decltype(lb)::next_slot>{out};
+    }
+  }(std::index_sequence_for<Inits...>{});
+}
+
+template <class Ctx, detail::fixed_string Name, class F, class... Args>
+constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
+  auto r = lower_seq<Ctx>(p.args);
+  auto body = detail::apply(p.fn, r.ir);
+  static_assert(dsl_operand<decltype(body)> || dsl_statement<decltype(body)>,
+                "CTG-EXPR-010 a func must return a statement or a value expression");
+  using funcs = typename detail::push_back<typename Ctx::funcs, op::func_scope<Name>>::type;
+  using inner = lower_ctx<Ctx::level, decltype(r)::next_slot, funcs>;
+  auto lb = lower(inner{}, as_expr(body));
+  auto settled = settle_self(lb.ir);
+  auto out = rebuild(op::func_scope<Name>{}, settled);
+  return lowered<decltype(out), decltype(lb)::next_slot>{out};
+}
+
+}  // namespace ctg::ir
