@@ -5,5 +5,7 @@
 #include "errors.hpp"
 #include "field.hpp"
 #include "ir/expr.hpp"
+#include "check_gradient.hpp"
 #include "kernel.hpp"
+#include "tape.hpp"
 #include "lower/builders.hpp"

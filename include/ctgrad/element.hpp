@@ -50,4 +50,14 @@ inline constexpr int coefficients_v = [] {
     return 1;
 }();
 
+// The zero of an element type (Eigen's default constructor leaves
+// coefficients uninitialised, so T{} is not zero for matrices).
+template <class T>
+constexpr T zero_of() {
+  if constexpr (is_eigen_fixed_v<T>)
+    return T::Zero();
+  else
+    return T(0);
+}
+
 }  // namespace ctg

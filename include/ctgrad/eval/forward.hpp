@@ -26,7 +26,7 @@ CTG_HOST_DEVICE T convert(V const& v) {
     static_assert(detail::dependent_false<T, V>,
                   "CTG-EXPR-013 assigning a scalar to a vector or matrix element; build the "
                   "value with ctg::vec / ctg::mat, or write one component");
-    return T{};
+    return zero_of<T>();
   } else {
     static_assert(!is_eigen_fixed_v<V>,
                   "CTG-EXPR-013 assigning a vector or matrix to a scalar element or local");
@@ -84,7 +84,7 @@ struct forward {
   CTG_HOST_DEVICE static T eval(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
     T const* p = address(n, f);
 #if CTG_BOUNDS_CHECK
-    if (p == nullptr) return T{};
+    if (p == nullptr) return zero_of<T>();
 #endif
     return *p;
   }

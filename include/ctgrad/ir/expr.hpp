@@ -119,6 +119,10 @@ template <class N>
 struct lvalue {
   N expr;
 
+  constexpr lvalue() = default;
+  constexpr explicit lvalue(N e) : expr(e) {}
+  constexpr lvalue(lvalue const&) = default;
+
   // Assignment builds a statement: a store for field elements, an assignment
   // for locals. The copy-assignment form is spelled out so that `a = a` builds
   // a statement too instead of copying the handle.

@@ -165,6 +165,15 @@ struct nothing {};
 
 }  // namespace op
 
+template <class Op>
+inline constexpr bool is_access_op = false;
+template <int I, class T, int R, bool G, bool D, buffer B>
+inline constexpr bool is_access_op<op::access<I, T, R, G, D, B>> = true;
+template <class Op>
+inline constexpr bool is_local_op = false;
+template <int S, class T>
+inline constexpr bool is_local_op<op::local<S, T>> = true;
+
 // ---- value types ---------------------------------------------------------
 // value_of<N>::type is the type an expression evaluates to, void for statements.
 template <class N>

@@ -103,8 +103,12 @@ struct pending_call : pending_tag {
 template <class T>
 concept dsl_statement = is_node_v<T> || is_pending_v<T>;
 
+// node<op::constant<0>> for each axis (a struct, not an alias, so that nvcc
+// accepts its expansion over an index pack).
 template <std::size_t>
-using zero_index = node<op::constant<0>>;
+struct zero_index {
+  using type = node<op::constant<0>>;
+};
 
 template <class B>
 constexpr auto as_bound(B const& b) {
@@ -163,9 +167,9 @@ template <class... A>
     constexpr int axes = int(sizeof...(A)) - 1;
     auto his = detail::make_tuple(ir::as_bound(detail::get<Is>(all))...);
     return ir::pending_loop<ir::loop_kind::range, axes, decltype(body),
-                            ir::zero_index<Is>...,
+                            typename ir::zero_index<Is>::type...,
                             decltype(ir::as_bound(detail::get<Is>(all)))...>{
-        {}, {{{ir::zero_index<Is>{}}..., {detail::get<Is>(his)}...}}, body};
+        {}, {{{typename ir::zero_index<Is>::type{}}..., {detail::get<Is>(his)}...}}, body};
   }(std::make_index_sequence<sizeof...(A) - 1>{});
 }
 
@@ -175,9 +179,9 @@ template <int I, class T, int R, bool G, bool D, ir::buffer B, class F>
   static_assert(R >= 1, "each(f, body) iterates a field of rank >= 1");
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return ir::pending_loop<ir::loop_kind::range, R, F,
-                            ir::zero_index<Is>...,
+                            typename ir::zero_index<Is>::type...,
                             ir::node<ir::op::extent<I, int(Is)>>...>{
-        {}, {{{ir::zero_index<Is>{}}..., {ir::node<ir::op::extent<I, int(Is)>>{}}...}}, body};
+        {}, {{{typename ir::zero_index<Is>::type{}}..., {ir::node<ir::op::extent<I, int(Is)>>{}}...}}, body};
   }(std::make_index_sequence<R>{});
 }
 

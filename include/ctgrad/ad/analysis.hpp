@@ -1,0 +1,448 @@
+// Compile-time facts the adjoint needs, computed from the IR type of one
+// offload: which locals carry a gradient (active), whose values the reverse
+// pass must be able to read back (needed), what each nested loop must
+// snapshot per iteration (carried), and for which fields gradient
+// accumulation can be a plain add (every iteration of the parallel loop owns
+// its own slot) rather than an atomic one.
+#pragma once
+#include <type_traits>
+
+#include "../eval/analysis.hpp"
+#include "rules.hpp"
+
+namespace ctg::ad {
+
+using namespace ctg::ir;
+
+// A set of frame slots (locals and sites), as a constexpr value.
+template <int N>
+struct slot_set {
+  static constexpr int size = N;
+  bool bit[N > 0 ? N : 1]{};
+  constexpr bool operator[](int s) const { return s >= 0 && s < N && bit[s]; }
+  constexpr void set(int s) {
+    if (s >= 0 && s < N) bit[s] = true;
+  }
+  constexpr bool operator==(slot_set const& o) const {
+    for (int k = 0; k < N; ++k)
+      if (bit[k] != o.bit[k]) return false;
+    return true;
+  }
+  constexpr bool empty() const {
+    for (int k = 0; k < N; ++k)
+      if (bit[k]) return false;
+    return true;
+  }
+  constexpr slot_set operator&(slot_set const& o) const {
+    slot_set r;
+    for (int k = 0; k < N; ++k) r.bit[k] = bit[k] && o.bit[k];
+    return r;
+  }
+  constexpr slot_set minus(slot_set const& o) const {
+    slot_set r;
+    for (int k = 0; k < N; ++k) r.bit[k] = bit[k] && !o.bit[k];
+    return r;
+  }
+  constexpr int count() const {
+    int c = 0;
+    for (int k = 0; k < N; ++k) c += bit[k] ? 1 : 0;
+    return c;
+  }
+};
+
+template <class T>
+inline constexpr bool differentiable_v = is_differentiable_v<T>;
+
+// ---- activity ------------------------------------------------------------------------------
+// Whether an expression's value depends on a differentiable input, given the
+// set of active locals.
+template <int N>
+struct activity_rules {
+  template <class E>
+  static constexpr bool expr(slot_set<N> const& act) {
+    return expr_impl(static_cast<E const*>(nullptr), act);
+  }
+
+  template <class Op, class... K>
+  static constexpr bool expr_impl(node<Op, K...> const*, slot_set<N> const& act) {
+    using E = node<Op, K...>;
+    if constexpr (requires { Op::value; } || std::is_same_v<Op, op::stop_grad>) {
+      return false;  // constants, literals
+    } else if constexpr (is_local<Op>::value) {
+      return differentiable_v<value_t<E>> && act[is_local<Op>::slot];
+    } else if constexpr (is_access<Op>::value) {
+      return Op::has_grad && Op::which == buffer::primal && differentiable_v<value_t<E>>;
+    } else if constexpr (is_math<Op>::value) {
+      if constexpr (is_math<Op>::kind == fn::grad_kind::none)
+        return false;
+      else
+        return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
+    } else if constexpr (std::is_same_v<Op, op::select>) {
+      return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
+    } else if constexpr (is_cast<Op>::value) {
+      return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
+    } else if constexpr (std::is_same_v<Op, op::component>) {
+      return expr<detail::tuple_element_t<0, detail::tuple<K...>>>(act);
+    } else if constexpr (is_make_matrix<Op>::value || is_func_scope_op<Op>) {
+      return (expr<K>(act) || ...);
+    } else {
+      return false;  // loop indices, extents, literals
+    }
+  }
+
+  template <class Op>
+  struct is_local : std::false_type {};
+  template <int S, class T>
+  struct is_local<op::local<S, T>> : std::true_type {
+    static constexpr int slot = S;
+  };
+  template <class Op>
+  struct is_access : std::false_type {};
+  template <int I, class T, int R, bool G, bool D, buffer B>
+  struct is_access<op::access<I, T, R, G, D, B>> : std::true_type {};
+  template <class Op>
+  struct is_math : std::false_type {};
+  template <class Fn>
+  struct is_math<op::math<Fn>> : std::true_type {
+    static constexpr fn::grad_kind kind = Fn::kind;
+  };
+  template <class Op>
+  struct is_cast : std::false_type {};
+  template <class T>
+  struct is_cast<op::cast<T>> : std::true_type {};
+  template <class Op>
+  struct is_make_matrix : std::false_type {};
+  template <int R, int C>
+  struct is_make_matrix<op::make_matrix<R, C>> : std::true_type {};
+};
+
+template <class Op>
+inline constexpr bool is_assign_op = false;
+template <int S>
+inline constexpr bool is_assign_op<op::assign<S>> = true;
+template <class Op>
+inline constexpr bool is_if_op = false;
+template <int S>
+inline constexpr bool is_if_op<op::if_<S>> = true;
+template <class Op>
+inline constexpr bool is_loop_op = false;
+template <loop_kind K, int L, int A, int S>
+inline constexpr bool is_loop_op<op::loop<K, L, A, S>> = true;
+template <class Op>
+inline constexpr bool is_store_op = std::is_same_v<Op, op::store>;
+template <class Op>
+inline constexpr bool is_atomic_op = false;
+template <atomic_kind K>
+inline constexpr bool is_atomic_op<op::atomic<K>> = true;
+
+template <class Op>
+struct let_slots;
+template <int... S>
+struct let_slots<op::let<S...>> {
+  static constexpr int count = sizeof...(S);
+  static constexpr int slot[sizeof...(S) > 0 ? sizeof...(S) : 1] = {S...};
+};
+
+// The field access a store or atomic writes (seen through a component).
+template <class L>
+struct written_access {
+  using type = L;
+};
+template <class V, class... I>
+struct written_access<node<op::component, V, I...>> {
+  using type = V;
+};
+
+// ---- the fixed points over one offload body ----------------------------------------------
+template <class Root, int N>
+struct offload_analysis {
+  using act_rules = activity_rules<N>;
+  template <class E>
+  static constexpr bool active_with(slot_set<N> const& act) {
+    return act_rules::template expr<E>(act);
+  }
+
+  // Marks locals that become active through assignments and let-inits.
+  template <class S>
+  static constexpr void mark_active(slot_set<N> const& cur, slot_set<N>& next) {
+    mark_active_impl(static_cast<S const*>(nullptr), cur, next);
+  }
+  template <class Op, class... K>
+  static constexpr void mark_active_impl(node<Op, K...> const*, slot_set<N> const& cur, slot_set<N>& next) {
+    using kids = detail::tuple<K...>;
+    if constexpr (is_assign_op<Op>) {
+      using L = detail::tuple_element_t<0, kids>;
+      using R = detail::tuple_element_t<1, kids>;
+      if (active_with<R>(cur) && differentiable_v<typename eval::assigned_local<L>::type>)
+        next.set(eval::assigned_local<L>::slot);
+    } else if constexpr (is_let_op<Op>) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((active_with<detail::tuple_element_t<Is, kids>>(cur) &&
+                  differentiable_v<value_t<detail::tuple_element_t<Is, kids>>>
+              ? next.set(let_slots<Op>::slot[Is])
+              : void()),
+         ...);
+      }(std::make_index_sequence<std::size_t(let_slots<Op>::count)>{});
+      mark_active<detail::tuple_element_t<sizeof...(K) - 1, kids>>(cur, next);
+    } else if constexpr (is_statement_op<Op>) {
+      (mark_active<K>(cur, next), ...);
+    }
+  }
+  template <class Op>
+  static constexpr bool is_statement_op =
+      std::is_same_v<Op, op::block> || is_if_op<Op> || is_while_op<Op> || is_loop_op<Op> ||
+      is_func_scope_op<Op>;
+
+  static constexpr slot_set<N> compute_active() {
+    slot_set<N> act{};
+    for (int iter = 0; iter <= N + 1; ++iter) {
+      slot_set<N> next = act;
+      mark_active<Root>(act, next);
+      if (next == act) break;
+      act = next;
+    }
+    return act;
+  }
+  static constexpr slot_set<N> active = compute_active();
+
+  template <class E>
+  static constexpr bool is_active = active_with<E>(active);
+
+  // ---- needed values ------------------------------------------------------------------------
+  // Marks the locals an expression reads when its value is needed (need) or
+  // when its adjoint must be propagated (the rules say which operand values).
+  template <class E>
+  static constexpr void mark_expr(bool need, slot_set<N>& out) {
+    mark_expr_impl(static_cast<E const*>(nullptr), need, out);
+  }
+  template <class Op, class... K>
+  static constexpr void mark_expr_impl(node<Op, K...> const*, bool need, slot_set<N>& out) {
+    using E = node<Op, K...>;
+    constexpr bool act = is_active<E>;
+    if constexpr (act_rules::template is_local<Op>::value) {
+      if (need) out.set(act_rules::template is_local<Op>::slot);
+    } else if constexpr (act_rules::template is_access<Op>::value) {
+      (mark_expr<K>(need || act, out), ...);
+    } else if constexpr (act_rules::template is_math<Op>::value) {
+      if constexpr (act_rules::template is_math<Op>::kind == fn::grad_kind::none || !act) {
+        (mark_expr<K>(need, out), ...);
+      } else {
+        using Fn = typename math_fn<Op>::type;
+        [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+          (mark_expr<K>(need || rule<Fn>::template needs<int(Is)>(is_active<K>...), out), ...);
+        }(std::index_sequence_for<K...>{});
+      }
+    } else if constexpr (std::is_same_v<Op, op::select>) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((Is == 0 ? mark_expr<K>(need || act, out) : mark_expr<K>(need, out)), ...);
+      }(std::index_sequence_for<K...>{});
+    } else if constexpr (std::is_same_v<Op, op::component>) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((Is == 0 ? mark_expr<K>(need, out) : mark_expr<K>(need || act, out)), ...);
+      }(std::index_sequence_for<K...>{});
+    } else {
+      (mark_expr<K>(need, out), ...);
+    }
+  }
+  template <class Op>
+  struct math_fn;
+  template <class Fn>
+  struct math_fn<op::math<Fn>> {
+    using type = Fn;
+  };
+
+  template <class S>
+  static constexpr void mark_stmt(slot_set<N> const& cur, slot_set<N>& out) {
+    mark_stmt_impl(static_cast<S const*>(nullptr), cur, out);
+  }
+  template <class Op, class... K>
+  static constexpr void mark_stmt_impl(node<Op, K...> const*, slot_set<N> const& cur, slot_set<N>& out) {
+    using kids = detail::tuple<K...>;
+    if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
+      using L = detail::tuple_element_t<0, kids>;
+      using R = detail::tuple_element_t<1, kids>;
+      using A = typename written_access<L>::type;
+      if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
+        // The reverse pass reads and clears the gradient at the written
+        // element (so its indices are needed) and propagates into the rhs.
+        mark_expr<L>(false, out);
+        mark_expr<R>(false, out);
+      }
+    } else if constexpr (is_assign_op<Op>) {
+      using L = detail::tuple_element_t<0, kids>;
+      using R = detail::tuple_element_t<1, kids>;
+      constexpr int slot = eval::assigned_local<L>::slot;
+      bool const needed = cur[slot];
+      // A needed local is recomputed (its rhs and any component index are
+      // needed); an active one routes its adjoint (component indices needed).
+      mark_expr<L>(needed, out);
+      mark_expr<R>(needed, out);
+    } else if constexpr (is_let_op<Op>) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        (mark_expr<detail::tuple_element_t<Is, kids>>(cur[let_slots<Op>::slot[Is]], out), ...);
+      }(std::make_index_sequence<std::size_t(let_slots<Op>::count)>{});
+      mark_stmt<detail::tuple_element_t<sizeof...(K) - 1, kids>>(cur, out);
+    } else if constexpr (is_if_op<Op> || is_while_op<Op>) {
+      mark_expr<detail::tuple_element_t<0, kids>>(true, out);
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        (mark_stmt<detail::tuple_element_t<Is + 1, kids>>(cur, out), ...);
+      }(std::make_index_sequence<sizeof...(K) - 1>{});
+    } else if constexpr (is_loop_op<Op>) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        (mark_expr<detail::tuple_element_t<Is, kids>>(true, out), ...);
+      }(std::make_index_sequence<2 * Op::axes>{});
+      mark_stmt<detail::tuple_element_t<2 * Op::axes, kids>>(cur, out);
+    } else if constexpr (std::is_same_v<Op, op::block> || is_func_scope_op<Op>) {
+      (mark_stmt<K>(cur, out), ...);
+    }
+  }
+
+  static constexpr slot_set<N> compute_needed() {
+    slot_set<N> need{};
+    for (int iter = 0; iter <= N + 1; ++iter) {
+      slot_set<N> next = need;
+      mark_stmt<Root>(need, next);
+      if (next == need) break;
+      need = next;
+    }
+    return need;
+  }
+  static constexpr slot_set<N> needed = compute_needed();
+
+  // ---- what a statement assigns and declares ------------------------------------------------
+  template <class S>
+  static constexpr void assigned_declared(slot_set<N>& assigned, slot_set<N>& declared) {
+    assigned_declared_impl(static_cast<S const*>(nullptr), assigned, declared);
+  }
+  template <class Op, class... K>
+  static constexpr void assigned_declared_impl(node<Op, K...> const*, slot_set<N>& assigned, slot_set<N>& declared) {
+    using kids = detail::tuple<K...>;
+    if constexpr (is_assign_op<Op>) {
+      assigned.set(eval::assigned_local<detail::tuple_element_t<0, kids>>::slot);
+    } else if constexpr (is_let_op<Op>) {
+      for (int k = 0; k < let_slots<Op>::count; ++k) declared.set(let_slots<Op>::slot[k]);
+      assigned_declared<detail::tuple_element_t<sizeof...(K) - 1, kids>>(assigned, declared);
+    } else if constexpr (is_statement_op<Op>) {
+      (assigned_declared<K>(assigned, declared), ...);
+    }
+  }
+
+  // The locals a loop body must restore at the start of each iteration in
+  // reverse: needed, assigned inside the body, declared outside it.
+  template <class Body>
+  static constexpr slot_set<N> carried() {
+    slot_set<N> assigned{}, declared{};
+    assigned_declared<Body>(assigned, declared);
+    return assigned.minus(declared) & needed;
+  }
+};
+
+// ---- plain or atomic gradient accumulation ---------------------------------------------------
+// An index expression `i + c` or `c + i` or `i - c`, with i the offload loop's
+// index on `Axis` and c invariant over the offload, maps distinct iterations to
+// distinct values.
+template <class E>
+inline constexpr bool is_invariant_v = false;
+template <class T>
+inline constexpr bool is_invariant_v<node<op::literal<T>>> = true;
+template <long long V>
+inline constexpr bool is_invariant_v<node<op::constant<V>>> = true;
+template <int I, int A>
+inline constexpr bool is_invariant_v<node<op::extent<I, A>>> = true;
+template <class Fn, class... K>
+inline constexpr bool is_invariant_v<node<op::math<Fn>, K...>> =
+    (std::is_same_v<Fn, fn::add> || std::is_same_v<Fn, fn::sub> || std::is_same_v<Fn, fn::mul>) &&
+    (is_invariant_v<K> && ...);
+
+template <class E, int Axis>
+inline constexpr bool is_shift_of_index_v = false;
+template <int Axis>
+inline constexpr bool is_shift_of_index_v<node<op::loop_index<0, Axis>>, Axis> = true;
+template <class C, int Axis>
+inline constexpr bool is_shift_of_index_v<node<op::math<fn::add>, node<op::loop_index<0, Axis>>, C>, Axis> =
+    is_invariant_v<C>;
+template <class C, int Axis>
+inline constexpr bool is_shift_of_index_v<node<op::math<fn::add>, C, node<op::loop_index<0, Axis>>>, Axis> =
+    is_invariant_v<C>;
+template <class C, int Axis>
+inline constexpr bool is_shift_of_index_v<node<op::math<fn::sub>, node<op::loop_index<0, Axis>>, C>, Axis> =
+    is_invariant_v<C>;
+
+// Collects the index tuples under which field parameter I is touched in a
+// statement, as a type list of node<access...> types.
+template <int I, class S>
+struct accesses_of {
+  using type = detail::type_list<>;
+};
+template <int I, class Op, class... K>
+struct accesses_of<I, node<Op, K...>> {
+  template <class... Ls>
+  struct join;
+  template <class... Ls>
+  using join_t = typename join<Ls...>::type;
+  template <class L>
+  struct join<L> {
+    using type = L;
+  };
+  template <class A, class B, class... Rest>
+  struct join<A, B, Rest...> {
+    using type = join_t<detail::concat_t<A, B>, Rest...>;
+  };
+  template <class>
+  struct own {
+    using type = detail::type_list<>;
+  };
+  template <class T, int R, bool G, bool D>
+  struct own<op::access<I, T, R, G, D, buffer::primal>> {
+    using type = detail::type_list<node<Op, K...>>;
+  };
+  using type = join_t<typename own<Op>::type, typename accesses_of<I, K>::type..., detail::type_list<>>;
+};
+
+// Whether every access in the list uses, for each offload axis a, one common
+// index position holding the same `i_a + c` expression.
+template <int Axes, class List>
+struct owns_slots;
+template <int Axes>
+struct owns_slots<Axes, detail::type_list<>> : std::true_type {};
+template <int Axes, class First, class... Rest>
+struct owns_slots<Axes, detail::type_list<First, Rest...>> {
+  template <class Acc>
+  struct index_types;
+  template <class Op, class... Idx>
+  struct index_types<node<Op, Idx...>> {
+    using type = detail::type_list<Idx...>;
+    static constexpr int rank = int(sizeof...(Idx));
+  };
+  template <class Acc>
+  struct index_types_tuple;
+  template <class Op, class... Idx>
+  struct index_types_tuple<node<Op, Idx...>> {
+    using type = detail::tuple<Idx...>;
+  };
+
+  static constexpr int rank = index_types<First>::rank;
+
+  template <int Axis, int P>
+  static constexpr bool position_works() {
+    using E = detail::tuple_element_t<std::size_t(P), typename index_types_tuple<First>::type>;
+    if constexpr (!is_shift_of_index_v<E, Axis>)
+      return false;
+    else
+      return (std::is_same_v<E, detail::tuple_element_t<std::size_t(P), typename index_types_tuple<Rest>::type>> &&
+              ...);
+  }
+  template <int Axis>
+  static constexpr bool axis_owned() {
+    return [&]<int... Ps>(std::integer_sequence<int, Ps...>) {
+      return (position_works<Axis, Ps>() || ...);
+    }(std::make_integer_sequence<int, rank>{});
+  }
+  static constexpr bool value = [] {
+    return [&]<int... As>(std::integer_sequence<int, As...>) {
+      return (axis_owned<As>() && ...);
+    }(std::make_integer_sequence<int, Axes>{});
+  }();
+};
+
+}  // namespace ctg::ad

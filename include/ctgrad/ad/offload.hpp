@@ -1,0 +1,55 @@
+// Everything the adjoint of one offload needs at compile time, in one place:
+// the analysis of its body, the gradient-accumulation policy, the frame type,
+// and the evaluator. Backends instantiate this and only decide where the
+// iterations run.
+#pragma once
+#include "../eval/analysis.hpp"
+#include "analysis.hpp"
+#include "reverse.hpp"
+#include "sizing.hpp"
+
+namespace ctg::ad {
+
+template <class Offload>
+struct offload_parts;
+template <class S>
+struct offload_parts<parallel_offload<S>> {
+  using loop = typename unwrap_funcs<S>::type;
+  static constexpr int axes = loop::op_type::axes;
+  using body = std::remove_cvref_t<decltype(detail::get<2 * axes>(std::declval<loop>().kids))>;
+  static constexpr bool parallel = true;
+  static constexpr int body_level = 1;
+};
+template <class B>
+struct offload_parts<serial_offload<B>> {
+  using body = B;
+  static constexpr int axes = 0;
+  static constexpr bool parallel = false;
+  static constexpr int body_level = 0;
+};
+
+// Gradient accumulation into field I is a plain add when every iteration of
+// the parallel loop provably owns the slots it touches in I.
+template <class Body, int Axes, bool Parallel>
+struct grad_policy {
+  template <int I>
+  static constexpr bool plain_grad = Parallel && owns_slots<Axes, typename accesses_of<I, Body>::type>::value;
+};
+
+template <class Args, class Offload, int Slots>
+struct reverse_plan {
+  using parts = offload_parts<Offload>;
+  using body = typename parts::body;
+  using analysis = offload_analysis<body, Slots>;
+  using policy = grad_policy<body, parts::axes, parts::parallel>;
+  using evaluator = reverse<analysis, policy>;
+  using shape = eval::loop_shape<Offload>;
+  using locals = typename eval::slot_storage<body, Slots>::type;
+  using adjoints = typename adjoint_storage<locals>::type;
+  template <bool Parallel>
+  using frame = ad_frame<Args, locals, adjoints, shape::levels, shape::axes, Parallel>;
+  static constexpr stack_demand_info demand = stack_demand_of<evaluator, body>(parts::body_level);
+  using capacity = capacity_walk<evaluator, locals, Args, shape::levels, shape::axes>;
+};
+
+}  // namespace ctg::ad

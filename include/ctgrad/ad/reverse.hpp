@@ -1,0 +1,614 @@
+// The reverse (adjoint) evaluator. For one body (an iteration of the parallel
+// loop, or a serial offload) it first recomputes the forward locals without
+// writing any primal field ("recompute"), saving in each statement's site
+// slot what the reverse sweep will need (a local's previous value, an if_'s
+// branch, loop bounds, a while_'s trip count), then sweeps the statements in
+// reverse ("rev"). A nested loop runs forward once in the recompute, pushing a
+// snapshot of its carried locals per iteration onto the adstack; in reverse,
+// each iteration pops its snapshot, recomputes its own body and sweeps it.
+//
+// Expressions are first recorded into a tape that holds exactly the values
+// the derivative rules need (decided at compile time), then the adjoint is
+// pushed down the tape. Nothing is evaluated twice, and no value the rules do
+// not need is evaluated at all.
+#pragma once
+#include <type_traits>
+
+#include "../backend/atomic.hpp"
+#include "../eval/forward.hpp"
+#include "adstack.hpp"
+#include "analysis.hpp"
+#include "rules.hpp"
+
+namespace ctg::ad {
+
+using eval::convert;
+using eval::forward;
+
+template <class Args, class Locals, class Adj, int Levels, int Axes, bool Parallel>
+struct ad_frame {
+  using args_type = Args;
+  static constexpr bool parallel = Parallel;
+  static constexpr int levels = Levels > 0 ? Levels : 1;
+  static constexpr int axes = Axes > 0 ? Axes : 1;
+
+  Args const* args;
+  eval::launch_status* status;
+  int idx[levels][axes];
+  Locals locals;
+  Adj adj;
+  adstack stack;
+};
+
+// The adjoint accumulator type of a slot: the value type for differentiable
+// locals, an unused byte otherwise.
+template <class T>
+using adjoint_slot_t = std::conditional_t<is_differentiable_v<T>, T, char>;
+
+template <class Tuple>
+struct adjoint_storage;
+template <class... T>
+struct adjoint_storage<detail::tuple<T...>> {
+  using type = detail::tuple<adjoint_slot_t<T>...>;
+};
+
+template <class... T>
+CTG_HOST_DEVICE void zero_all(detail::tuple<T...>& t) {
+  [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    ((detail::get<Is>(t) = zero<T>()), ...);
+  }(std::index_sequence_for<T...>{});
+}
+
+// A recorded expression: its value (or absent<T>) and its operands' tapes.
+template <class V, class... Kids>
+struct tape {
+  V value;
+  detail::tuple<Kids...> kids;
+};
+struct no_tape {};
+
+template <class K, class T>
+CTG_HOST_DEVICE auto value_of(T const& t) {
+  if constexpr (requires { t.value; })
+    return t.value;
+  else
+    return absent<value_t<K>>{};
+}
+
+template <class Analysis, class Policy>
+struct reverse {
+  using AN = Analysis;
+  template <class E>
+  static constexpr bool active = AN::template is_active<E>;
+  static constexpr bool needed(int slot) { return AN::needed[slot]; }
+  static constexpr bool active_slot(int slot) { return AN::active[slot]; }
+
+  // ---- recording ------------------------------------------------------------------------------
+  template <bool Need, class Fr, class Op, class... K>
+  CTG_HOST_DEVICE static auto record(node<Op, K...> const& n, Fr& f) {
+    using N = node<Op, K...>;
+    if constexpr (!Need && !active<N>) {
+      return no_tape{};
+    } else {
+      return record_node<Need>(n, f);
+    }
+  }
+
+  template <bool Need, class Fr, class N>
+  CTG_HOST_DEVICE static auto value_if(N const& n, Fr& f) {
+    if constexpr (Need)
+      return forward::eval(n, f);
+    else
+      return absent<value_t<N>>{};
+  }
+
+  // Leaves: literals, constants, indices, locals, extents.
+  template <bool Need, class Fr, class Op>
+    requires(!is_access_op<Op>)
+  CTG_HOST_DEVICE static auto record_node(node<Op> const& n, Fr& f) {
+    return tape<decltype(value_if<Need>(n, f))>{value_if<Need>(n, f), {}};
+  }
+
+  template <bool Need, class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+  CTG_HOST_DEVICE static auto record_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto kids = detail::make_tuple(record<true>(detail::get<Is>(n.kids), f)...);
+      if constexpr (Need) {
+        T const* p = eval::element_pointer(detail::get<I>(*f.args), B, I, f, detail::get<Is>(kids).value...);
+        T v = p ? *p : zero_of<T>();
+        return tape<T, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{v, kids};
+      } else {
+        return tape<absent<T>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{{}, kids};
+      }
+    }(std::index_sequence_for<Idx...>{});
+  }
+
+  template <bool Need, class Fr, class Fn, class... K>
+  CTG_HOST_DEVICE static auto record_node(node<op::math<Fn>, K...> const& n, Fr& f) {
+    using N = node<op::math<Fn>, K...>;
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto kids = detail::make_tuple(record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f)...);
+      if constexpr (Need) {
+        auto v = Fn::apply(detail::get<Is>(kids).value...);
+        return tape<decltype(v), std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{v, kids};
+      } else {
+        return tape<absent<value_t<N>>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{{}, kids};
+      }
+    }(std::index_sequence_for<K...>{});
+  }
+  template <class N, class Fn, int I, class... K>
+  static constexpr bool kid_needed() {
+    if constexpr (Fn::kind == fn::grad_kind::none || !active<N>)
+      return false;
+    else
+      return rule<Fn>::template needs<I>(active<K>...);
+  }
+
+  template <bool Need, class Fr, class T, class K>
+  CTG_HOST_DEVICE static auto record_node(node<op::cast<T>, K> const& n, Fr& f) {
+    auto kt = record<Need>(kid<0>(n), f);
+    if constexpr (Need)
+      return tape<T, decltype(kt)>{forward::eval(n, f), {{{kt}}}};
+    else
+      return tape<absent<T>, decltype(kt)>{{}, {{{kt}}}};
+  }
+
+  template <bool Need, class Fr, class C, class A, class B>
+  CTG_HOST_DEVICE static auto record_node(node<op::select, C, A, B> const& n, Fr& f) {
+    using V = value_t<node<op::select, C, A, B>>;
+    auto tc = record<true>(kid<0>(n), f);
+    using TA = decltype(record<Need>(kid<1>(n), f));
+    using TB = decltype(record<Need>(kid<2>(n), f));
+    TA ta{};
+    TB tb{};
+    // Only the chosen side is evaluated, as in the forward pass.
+    if (tc.value)
+      ta = record<Need>(kid<1>(n), f);
+    else
+      tb = record<Need>(kid<2>(n), f);
+    if constexpr (Need) {
+      V v = tc.value ? convert<V>(ta.value) : convert<V>(tb.value);
+      return tape<V, decltype(tc), TA, TB>{v, {{{tc}, {ta}, {tb}}}};
+    } else {
+      return tape<absent<V>, decltype(tc), TA, TB>{{}, {{{tc}, {ta}, {tb}}}};
+    }
+  }
+
+  template <bool Need, class Fr, class K>
+  CTG_HOST_DEVICE static auto record_node(node<op::stop_grad, K> const& n, Fr& f) {
+    auto kt = record<Need>(kid<0>(n), f);
+    return tape<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
+  }
+
+  template <bool Need, class Fr, detail::fixed_string Name, class K>
+  CTG_HOST_DEVICE static auto record_node(node<op::func_scope<Name>, K> const& n, Fr& f) {
+    auto kt = record<Need>(kid<0>(n), f);
+    return tape<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
+  }
+
+  template <bool Need, class Fr, class V, class... I>
+  CTG_HOST_DEVICE static auto record_node(node<op::component, V, I...> const& n, Fr& f) {
+    using N = node<op::component, V, I...>;
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto tv = record<Need>(kid<0>(n), f);
+      auto ti = detail::make_tuple(record<Need || active<N>>(detail::get<Is + 1>(n.kids), f)...);
+      if constexpr (Need) {
+        auto v = tv.value.coeff(detail::get<Is>(ti).value...);
+        return tape<decltype(v), decltype(tv), std::remove_cvref_t<decltype(detail::get<Is>(ti))>...>{
+            v, {{{tv}, {detail::get<Is>(ti)}...}}};
+      } else {
+        return tape<absent<value_t<N>>, decltype(tv), std::remove_cvref_t<decltype(detail::get<Is>(ti))>...>{
+            {}, {{{tv}, {detail::get<Is>(ti)}...}}};
+      }
+    }(std::index_sequence_for<I...>{});
+  }
+
+  template <bool Need, class Fr, int R, int C, class... K>
+  CTG_HOST_DEVICE static auto record_node(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
+    using N = node<op::make_matrix<R, C>, K...>;
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto kids = detail::make_tuple(record<Need>(detail::get<Is>(n.kids), f)...);
+      if constexpr (Need)
+        return tape<value_t<N>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{forward::eval(n, f), kids};
+      else
+        return tape<absent<value_t<N>>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{{}, kids};
+    }(std::index_sequence_for<K...>{});
+  }
+
+  // ---- pushing adjoints down a tape ---------------------------------------------------------
+  template <class Fr, class Op, class... K, class T, class G>
+  CTG_HOST_DEVICE static void backprop(node<Op, K...> const& n, T const& t, G const& g, Fr& f) {
+    if constexpr (active<node<Op, K...>>) backprop_node(n, t, g, f);
+  }
+
+  template <class Fr, int S, class V, class T, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::local<S, V>> const&, T const&, G const& g, Fr& f) {
+    auto& a = detail::get<S>(f.adj);
+    a = a + convert<V>(g);
+  }
+
+  template <class Fr, class P>
+  CTG_HOST_DEVICE static void accumulate(P* p, P const& g) {
+    if constexpr (Fr::parallel)
+      backend::atomic_add(p, g);
+    else
+      *p = *p + g;
+  }
+  template <int I, class Fr, class P>
+  CTG_HOST_DEVICE static void accumulate_grad(P* p, P const& g) {
+    if constexpr (Fr::parallel && !Policy::template plain_grad<I>)
+      backend::atomic_add(p, g);
+    else
+      *p = *p + g;
+  }
+
+  template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class Tp, class Gv>
+  CTG_HOST_DEVICE static void backprop_node(node<op::access<I, T, R, G, D, B>, Idx...> const&, Tp const& t,
+                                            Gv const& g, Fr& f) {
+    T* p = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return eval::element_pointer(detail::get<I>(*f.args), buffer::grad, I, f, detail::get<Is>(t.kids).value...);
+    }(std::index_sequence_for<Idx...>{});
+    if (p == nullptr) return;
+    accumulate_grad<I, Fr>(p, convert<T>(g));
+  }
+
+  template <class Fr, class Fn, class... K, class Tp, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (backprop_operand<int(Is), Fn, K...>(detail::get<Is>(n.kids), t, g, f), ...);
+    }(std::index_sequence_for<K...>{});
+  }
+  template <int I, class Fn, class... K, class Kid, class Tp, class G, class Fr>
+  CTG_HOST_DEVICE static void backprop_operand(Kid const& k, Tp const& t, G const& g, Fr& f) {
+    if constexpr (active<Kid>) {
+      auto const gk = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+        return rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...);
+      }(std::index_sequence_for<K...>{});
+      backprop(k, detail::get<std::size_t(I)>(t.kids), convert<value_t<Kid>>(gk), f);
+    }
+  }
+
+  template <class Fr, class T, class K, class Tp, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::cast<T>, K> const& n, Tp const& t, G const& g, Fr& f) {
+    backprop(kid<0>(n), detail::get<0>(t.kids), convert<value_t<K>>(g), f);
+  }
+
+  template <class Fr, class C, class A, class B, class Tp, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::select, C, A, B> const& n, Tp const& t, G const& g, Fr& f) {
+    if (detail::get<0>(t.kids).value)
+      backprop(kid<1>(n), detail::get<1>(t.kids), convert<value_t<A>>(g), f);
+    else
+      backprop(kid<2>(n), detail::get<2>(t.kids), convert<value_t<B>>(g), f);
+  }
+
+  template <class Fr, detail::fixed_string Name, class K, class Tp, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::func_scope<Name>, K> const& n, Tp const& t, G const& g, Fr& f) {
+    backprop(kid<0>(n), detail::get<0>(t.kids), g, f);
+  }
+
+  template <class Fr, class V, class... I, class Tp, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::component, V, I...> const& n, Tp const& t, G const& g, Fr& f) {
+    using M = value_t<V>;
+    using S = scalar_of_t<M>;
+    auto const& vt = detail::get<0>(t.kids);
+    if constexpr (is_access_node<V>::value) {
+      // One coefficient of a field element: accumulate into that coefficient only.
+      M* p = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+        return eval::element_pointer(detail::get<V::op_type::param>(*f.args), buffer::grad, V::op_type::param, f,
+                                     detail::get<Js>(vt.kids).value...);
+      }(std::make_index_sequence<V::arity>{});
+      if (p == nullptr) return;
+      S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+        return &p->coeffRef(detail::get<Js + 1>(t.kids).value...);
+      }(std::index_sequence_for<I...>{});
+      if constexpr (Fr::parallel && !Policy::template plain_grad<V::op_type::param>)
+        backend::atomic_add_scalar<S>(c, convert<S>(g));
+      else
+        *c += convert<S>(g);
+    } else {
+      M z = M::Zero();
+      [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+        z.coeffRef(detail::get<Js + 1>(t.kids).value...) = convert<S>(g);
+      }(std::index_sequence_for<I...>{});
+      backprop(kid<0>(n), vt, z, f);
+    }
+  }
+  template <class N>
+  struct is_access_node : std::false_type {};
+  template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+  struct is_access_node<node<op::access<I, T, R, G, D, B>, Idx...>> : std::true_type {};
+
+  template <class Fr, int R, int C, class... K, class Tp, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::make_matrix<R, C>, K...> const& n, Tp const& t, G const& g,
+                                            Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (backprop(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
+                convert<value_t<K>>(g(int(Is) / C, int(Is) % C)), f),
+       ...);
+    }(std::index_sequence_for<K...>{});
+  }
+
+  // ---- snapshots of carried locals -------------------------------------------------------------
+  template <class Body>
+  static constexpr auto carried = AN::template carried<Body>();
+
+  template <class Body, int Site, class Fr>
+  CTG_HOST_DEVICE static void push_carried(Fr& f) {
+    constexpr auto set = carried<Body>;
+    if constexpr (!set.empty()) {
+      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
+        ((set[int(Ss)] ? f.stack.push(detail::get<Ss>(f.locals), Site) : void()), ...);
+      }(std::make_index_sequence<std::size_t(set.size)>{});
+    }
+  }
+  template <class Body, class Fr>
+  CTG_HOST_DEVICE static void pop_carried(Fr& f) {
+    constexpr auto set = carried<Body>;
+    if constexpr (!set.empty()) {
+      constexpr std::size_t n = std::size_t(set.size);
+      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
+        // Reverse order of the pushes.
+        ((set[int(n - 1 - Ss)] ? f.stack.pop(detail::get<n - 1 - Ss>(f.locals)) : void()), ...);
+      }(std::make_index_sequence<n>{});
+    }
+  }
+
+  // ---- statements: recompute (forward, with saves) -----------------------------------------------
+  enum class mode { recompute, plain };
+
+  template <mode M, class Fr>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::nothing> const&, Fr&) {}
+
+  template <mode M, class Fr, class... S>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::block, S...> const& n, Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (forward_stmt<M>(detail::get<Is>(n.kids), f), ...);
+    }(std::index_sequence_for<S...>{});
+  }
+  template <mode M, class Fr, detail::fixed_string Name, class K>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::func_scope<Name>, K> const& n, Fr& f) {
+    forward_stmt<M>(kid<0>(n), f);
+  }
+  // Primal fields are never written by the adjoint.
+  template <mode M, class Fr, class L, class E>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::store, L, E> const&, Fr&) {}
+  template <mode M, class Fr, atomic_kind K, class L, class E>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::atomic<K>, L, E> const&, Fr&) {}
+
+  template <mode M, class Fr, int Site, class L, class E>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::assign<Site>, L, E> const& n, Fr& f) {
+    constexpr int slot = eval::assigned_local<L>::slot;
+    if constexpr (needed(slot)) {
+      if constexpr (M == mode::recompute) detail::get<Site>(f.locals) = detail::get<slot>(f.locals);
+      forward::eval(n, f);
+    }
+  }
+
+  template <mode M, class Fr, int... S, class... K>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::let<S...>, K...> const& n, Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      constexpr int slots[] = {S...};
+      auto inits = detail::make_tuple(init_if_needed<slots[Is]>(detail::get<Is>(n.kids), f)...);
+      ((needed(slots[Is]) ? assign_init<slots[Is]>(detail::get<Is>(inits), f) : void()), ...);
+    }(std::make_index_sequence<sizeof...(S)>{});
+    forward_stmt<M>(detail::get<sizeof...(S)>(n.kids), f);
+  }
+  template <int Slot, class E, class Fr>
+  CTG_HOST_DEVICE static auto init_if_needed(E const& e, Fr& f) {
+    if constexpr (needed(Slot))
+      return forward::eval(e, f);
+    else
+      return absent<value_t<E>>{};
+  }
+  template <int Slot, class V, class Fr>
+  CTG_HOST_DEVICE static void assign_init(V const& v, Fr& f) {
+    auto& slot = detail::get<Slot>(f.locals);
+    slot = convert<std::remove_cvref_t<decltype(slot)>>(v);
+  }
+  template <int Slot, class V, class Fr>
+  CTG_HOST_DEVICE static void assign_init(absent<V> const&, Fr&) {}
+
+  template <mode M, class Fr, int Site, class C, class T, class E>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
+    bool const c = forward::eval(kid<0>(n), f);
+    if constexpr (M == mode::recompute) detail::get<Site>(f.locals) = c;
+    if (c)
+      forward_stmt<M>(kid<1>(n), f);
+    else
+      forward_stmt<M>(kid<2>(n), f);
+  }
+
+  template <mode M, class Fr, loop_kind K, int L, int A, int Site, class... Kids>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::loop<K, L, A, Site>, Kids...> const& n, Fr& f) {
+    int lo[A], hi[A];
+    forward::bounds(n, f, lo, hi);
+    using Body = std::remove_cvref_t<decltype(detail::get<2 * A>(n.kids))>;
+    auto const& body = detail::get<2 * A>(n.kids);
+    if constexpr (M == mode::recompute) {
+      auto& saved = detail::get<Site>(f.locals);
+      for (int a = 0; a < A; ++a) saved.lo[a] = lo[a], saved.hi[a] = hi[a];
+      forward::iterate<L, A>(lo, hi, f, [&] {
+        push_carried<Body, Site>(f);
+        forward_stmt<mode::plain>(body, f);
+      });
+    } else {
+      forward::iterate<L, A>(lo, hi, f, [&] { forward_stmt<mode::plain>(body, f); });
+    }
+  }
+
+  template <mode M, class Fr, int Site, class C, class B>
+  CTG_HOST_DEVICE static void forward_stmt(node<op::while_<Site>, C, B> const& n, Fr& f) {
+    int count = 0;
+    while (forward::eval(kid<0>(n), f)) {
+      if constexpr (M == mode::recompute) push_carried<B, Site>(f);
+      forward_stmt<mode::plain>(kid<1>(n), f);
+      ++count;
+    }
+    if constexpr (M == mode::recompute) detail::get<Site>(f.locals) = count;
+  }
+
+  // ---- statements: the reverse sweep ---------------------------------------------------------------
+  template <class Fr>
+  CTG_HOST_DEVICE static void rev(node<op::nothing> const&, Fr&) {}
+
+  template <class Fr, class... S>
+  CTG_HOST_DEVICE static void rev(node<op::block, S...> const& n, Fr& f) {
+    constexpr std::size_t count = sizeof...(S);
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (rev(detail::get<count - 1 - Is>(n.kids), f), ...);
+    }(std::index_sequence_for<S...>{});
+  }
+  template <class Fr, detail::fixed_string Name, class K>
+  CTG_HOST_DEVICE static void rev(node<op::func_scope<Name>, K> const& n, Fr& f) {
+    rev(kid<0>(n), f);
+  }
+
+  // The gradient element a store or atomic writes (null when out of range).
+  template <class Fr, class L>
+  CTG_HOST_DEVICE static auto* written_grad(L const& lhs, Fr& f) {
+    if constexpr (is_access_node<L>::value) {
+      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        return eval::element_pointer(detail::get<L::op_type::param>(*f.args), buffer::grad, L::op_type::param, f,
+                                     forward::eval(detail::get<Is>(lhs.kids), f)...);
+      }(std::make_index_sequence<L::arity>{});
+    } else {  // component of an access
+      auto const& acc = kid<0>(lhs);
+      auto* p = written_grad(acc, f);
+      using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
+      if (p == nullptr) return static_cast<S*>(nullptr);
+      if constexpr (L::arity == 2)
+        return &p->coeffRef(forward::eval(kid<1>(lhs), f));
+      else
+        return &p->coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
+    }
+  }
+
+  template <class Fr, class L, class E>
+  CTG_HOST_DEVICE static void rev(node<op::store, L, E> const& n, Fr& f) {
+    using A = typename written_access<L>::type;
+    if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
+      auto* p = written_grad(kid<0>(n), f);
+      if (p == nullptr) return;
+      using P = std::remove_pointer_t<decltype(p)>;
+      P const g = *p;
+      *p = zero<P>();  // the store overwrote the element: its old value gets no gradient
+      if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+    }
+  }
+
+  template <class Fr, atomic_kind K, class L, class E>
+  CTG_HOST_DEVICE static void rev(node<op::atomic<K>, L, E> const& n, Fr& f) {
+    using A = typename written_access<L>::type;
+    if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
+      static_assert(K == atomic_kind::add || K == atomic_kind::sub,
+                    "CTG-AD-008 atomic_min/atomic_max on a field with a gradient: the result is not "
+                    "differentiable through an atomic choice; keep such fields without ctg::grad, or "
+                    "compute the extremum with ctg::min/ctg::max in a serial loop");
+      if constexpr (active<E>) {
+        auto* p = written_grad(kid<0>(n), f);
+        if (p == nullptr) return;
+        using P = std::remove_pointer_t<decltype(p)>;
+        P const g = K == atomic_kind::add ? *p : P(-*p);
+        backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+      }
+    }
+  }
+
+  template <class Fr, int Site, class L, class E>
+  CTG_HOST_DEVICE static void rev(node<op::assign<Site>, L, E> const& n, Fr& f) {
+    constexpr int slot = eval::assigned_local<L>::slot;
+    using T = typename eval::assigned_local<L>::type;
+    if constexpr (needed(slot)) detail::get<slot>(f.locals) = detail::get<Site>(f.locals);
+    if constexpr (active_slot(slot) && is_differentiable_v<T>) {
+      auto& a = detail::get<slot>(f.adj);
+      if constexpr (std::is_same_v<L, node<op::local<slot, T>>>) {
+        T const g = a;
+        a = zero<T>();
+        if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+      } else {
+        auto const& lhs = kid<0>(n);
+        auto& c = [&]() -> auto& {
+          if constexpr (L::arity == 2)
+            return a.coeffRef(forward::eval(kid<1>(lhs), f));
+          else
+            return a.coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
+        }();
+        auto const g = c;
+        c = 0;
+        if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+      }
+    }
+  }
+
+  template <class Fr, int... S, class... K>
+  CTG_HOST_DEVICE static void rev(node<op::let<S...>, K...> const& n, Fr& f) {
+    constexpr std::size_t count = sizeof...(S);
+    rev(detail::get<count>(n.kids), f);
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      constexpr int slots[] = {S...};
+      (rev_init<slots[count - 1 - Is]>(detail::get<count - 1 - Is>(n.kids), f), ...);
+    }(std::make_index_sequence<count>{});
+  }
+  template <int Slot, class E, class Fr>
+  CTG_HOST_DEVICE static void rev_init(E const& init, Fr& f) {
+    if constexpr (active_slot(Slot)) {
+      auto& a = detail::get<Slot>(f.adj);
+      using T = std::remove_cvref_t<decltype(a)>;
+      T const g = a;
+      a = zero<T>();
+      if constexpr (active<E>) backprop(init, record<false>(init, f), convert<value_t<E>>(g), f);
+    }
+  }
+
+  template <class Fr, int Site, class C, class T, class E>
+  CTG_HOST_DEVICE static void rev(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
+    if (detail::get<Site>(f.locals))
+      rev(kid<1>(n), f);
+    else
+      rev(kid<2>(n), f);
+  }
+
+  // One iteration of a nested loop in reverse: get back the carried locals,
+  // recompute the body's own locals, sweep it.
+  template <class Body, class Fr>
+  CTG_HOST_DEVICE static void rev_iteration(Body const& body, Fr& f) {
+    pop_carried<Body>(f);
+    forward_stmt<mode::recompute>(body, f);
+    rev(body, f);
+  }
+
+  template <int L, int A, int Axis = 0, class Fr, class Visit>
+  CTG_HOST_DEVICE static void iterate_backwards(int const (&lo)[A], int const (&hi)[A], Fr& f, Visit&& visit) {
+    if constexpr (Axis == A) {
+      visit();
+    } else {
+      for (int j = hi[Axis] - 1; j >= lo[Axis]; --j) {
+        f.idx[L][Axis] = j;
+        iterate_backwards<L, A, Axis + 1>(lo, hi, f, visit);
+      }
+    }
+  }
+
+  template <class Fr, loop_kind K, int L, int A, int Site, class... Kids>
+  CTG_HOST_DEVICE static void rev(node<op::loop<K, L, A, Site>, Kids...> const& n, Fr& f) {
+    auto const& saved = detail::get<Site>(f.locals);
+    int lo[A], hi[A];
+    for (int a = 0; a < A; ++a) lo[a] = saved.lo[a], hi[a] = saved.hi[a];
+    auto const& body = detail::get<2 * A>(n.kids);
+    iterate_backwards<L, A>(lo, hi, f, [&] { rev_iteration(body, f); });
+  }
+
+  template <class Fr, int Site, class C, class B>
+  CTG_HOST_DEVICE static void rev(node<op::while_<Site>, C, B> const& n, Fr& f) {
+    for (int c = detail::get<Site>(f.locals) - 1; c >= 0; --c) rev_iteration(kid<1>(n), f);
+  }
+
+  // ---- one body: an iteration of the parallel loop, or a serial offload ---------------------------
+  template <class Body, class Fr>
+  CTG_HOST_DEVICE static void run_body(Body const& body, Fr& f) {
+    forward_stmt<mode::recompute>(body, f);
+    if (!f.stack.overflowed()) rev(body, f);
+  }
+};
+
+}  // namespace ctg::ad

@@ -1,0 +1,537 @@
+// Derivative rules for the math table, keyed by the same operation types.
+//
+// For each operation: needs<K>(active...) says whether the reverse pass needs
+// the value of operand K given which operands carry a gradient (this is what
+// makes an operation "linear" for the adstack: linear operations need none);
+// vjp<K>(g, v...) is the adjoint contribution to operand K from the result's
+// adjoint g (operands whose value is not needed arrive as ctg::ad::absent);
+// jvp(v, d) is the tangent of the result from the operands' values and
+// tangents (tuples).
+//
+// Edge rules (documented in docs/02-autodiff.md): min/max ties send the
+// gradient to the second operand; abs'(0) = 0; sqrt'(0) = +inf as the math
+// says; norm'(0) = 0; d/dy pow(x, y) = 0 where x <= 0; floor, ceil, round,
+// sign, comparisons, logic, integer % and / carry no gradient.
+#pragma once
+#include <cmath>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include "../config.hpp"
+#include "../detail/meta.hpp"
+#include "../detail/tuple.hpp"
+#include "../element.hpp"
+#include "../ir/math.hpp"
+
+namespace ctg::ad {
+
+// Stands for an operand value (of type T) that the reverse pass did not need
+// to compute.
+template <class T>
+struct absent {
+  using type = T;
+};
+template <class X>
+struct operand_type {
+  using type = X;
+};
+template <class T>
+struct operand_type<absent<T>> {
+  using type = T;
+};
+template <class X>
+using operand_t = typename operand_type<std::remove_cvref_t<X>>::type;
+
+template <class T>
+CTG_HOST_DEVICE T zero() {
+  return zero_of<T>();
+}
+
+// Sums an adjoint over the coefficients a broadcast scalar was combined with.
+template <class A, class G>
+CTG_HOST_DEVICE auto reduce_to(G const& g) {
+  if constexpr (!is_eigen_fixed_v<A> && is_eigen_fixed_v<G>) {
+    scalar_of_t<G> s(0);
+    CTG_UNROLL
+    for (int k = 0; k < int(G::SizeAtCompileTime); ++k) s += g.coeff(k);
+    return s;
+  } else {
+    return g;
+  }
+}
+
+// Coefficient-wise product (Eigen's cwiseProduct without expression templates).
+template <class A, class B>
+CTG_HOST_DEVICE auto cmul(A const& a, B const& b) {
+  return ir::fn::detail::zip_coeffs(a, b, [](auto x, auto y) { return x * y; });
+}
+
+template <class A, class B>
+CTG_HOST_DEVICE auto sum_cmul(A const& a, B const& b) {
+  return reduce_to<float>(cmul(a, b));
+}
+
+template <class M>
+CTG_HOST_DEVICE M transposed(M const& m) {
+  return ir::fn::transpose::apply(m);
+}
+
+// The cofactor matrix: d det(A) / dA, defined also where A is singular.
+template <class M>
+CTG_HOST_DEVICE M cofactor(M const& m) {
+  M c;
+  if constexpr (int(M::RowsAtCompileTime) == 2) {
+    c(0, 0) = m(1, 1);
+    c(0, 1) = -m(1, 0);
+    c(1, 0) = -m(0, 1);
+    c(1, 1) = m(0, 0);
+  } else {
+    c(0, 0) = m(1, 1) * m(2, 2) - m(1, 2) * m(2, 1);
+    c(0, 1) = m(1, 2) * m(2, 0) - m(1, 0) * m(2, 2);
+    c(0, 2) = m(1, 0) * m(2, 1) - m(1, 1) * m(2, 0);
+    c(1, 0) = m(0, 2) * m(2, 1) - m(0, 1) * m(2, 2);
+    c(1, 1) = m(0, 0) * m(2, 2) - m(0, 2) * m(2, 0);
+    c(1, 2) = m(0, 1) * m(2, 0) - m(0, 0) * m(2, 1);
+    c(2, 0) = m(0, 1) * m(1, 2) - m(0, 2) * m(1, 1);
+    c(2, 1) = m(0, 2) * m(1, 0) - m(0, 0) * m(1, 2);
+    c(2, 2) = m(0, 0) * m(1, 1) - m(0, 1) * m(1, 0);
+  }
+  return c;
+}
+
+template <class Fn>
+struct rule {
+  static_assert(detail::dependent_false<Fn>,
+                "CTG-AD-009 this operation has no derivative rule: wrap its use in ctg::stop_grad "
+                "if no gradient should flow through it, or give the enclosing func a custom gradient");
+};
+
+// Unary operations acting coefficient by coefficient: f'(x) from x.
+#define CTG_IMPL_CWISE_UNARY_RULE(NAME, DERIV)                                                \
+  template <>                                                                                 \
+  struct rule<ir::fn::NAME> {                                                                 \
+    template <int K>                                                                          \
+    static constexpr bool needs(bool a0) {                                                    \
+      return a0;                                                                              \
+    }                                                                                         \
+    template <class S>                                                                        \
+    CTG_HOST_DEVICE static S deriv(S x) {                                                     \
+      using std::sin, std::cos, std::tan, std::tanh, std::sqrt, std::exp;                     \
+      return DERIV;                                                                           \
+    }                                                                                         \
+    template <class A>                                                                        \
+    CTG_HOST_DEVICE static A slope(A const& a) {                                              \
+      if constexpr (is_eigen_fixed_v<A>)                                                      \
+        return ir::fn::detail::map_coeffs(a, [](auto s) { return deriv(s); });               \
+      else                                                                                    \
+        return deriv(a);                                                                      \
+    }                                                                                         \
+    template <int K, class G, class A>                                                        \
+    CTG_HOST_DEVICE static auto vjp(G const& g, A const& a) {                                 \
+      return cmul(g, slope(a));                                                               \
+    }                                                                                         \
+    template <class V, class D>                                                               \
+    CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {                                 \
+      return cmul(detail::get<0>(d), slope(detail::get<0>(v)));                              \
+    }                                                                                         \
+  }
+
+CTG_IMPL_CWISE_UNARY_RULE(sin, cos(x));
+CTG_IMPL_CWISE_UNARY_RULE(cos, -sin(x));
+CTG_IMPL_CWISE_UNARY_RULE(tan, S(1) + tan(x) * tan(x));
+CTG_IMPL_CWISE_UNARY_RULE(tanh, S(1) - tanh(x) * tanh(x));
+CTG_IMPL_CWISE_UNARY_RULE(asin, S(1) / sqrt(S(1) - x * x));
+CTG_IMPL_CWISE_UNARY_RULE(acos, S(-1) / sqrt(S(1) - x * x));
+CTG_IMPL_CWISE_UNARY_RULE(atan, S(1) / (S(1) + x * x));
+CTG_IMPL_CWISE_UNARY_RULE(exp, exp(x));
+CTG_IMPL_CWISE_UNARY_RULE(log, S(1) / x);
+CTG_IMPL_CWISE_UNARY_RULE(sqrt, S(0.5) / sqrt(x));
+CTG_IMPL_CWISE_UNARY_RULE(rsqrt, S(-0.5) / (x * sqrt(x)));
+CTG_IMPL_CWISE_UNARY_RULE(abs, S((S(0) < x) - (x < S(0))));
+#undef CTG_IMPL_CWISE_UNARY_RULE
+
+template <>
+struct rule<ir::fn::neg> {
+  template <int K>
+  static constexpr bool needs(bool) {
+    return false;
+  }
+  template <int K, class G, class A>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const&) {
+    return ir::fn::neg::apply(g);
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const&, D const& d) {
+    return ir::fn::neg::apply(detail::get<0>(d));
+  }
+};
+
+template <>
+struct rule<ir::fn::add> {
+  template <int K>
+  static constexpr bool needs(bool, bool) {
+    return false;
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const&, B const&) {
+    if constexpr (K == 0)
+      return reduce_to<operand_t<A>>(g);
+    else
+      return reduce_to<operand_t<B>>(g);
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const&, D const& d) {
+    return ir::fn::add::apply(detail::get<0>(d), detail::get<1>(d));
+  }
+};
+template <>
+struct rule<ir::fn::sub> {
+  template <int K>
+  static constexpr bool needs(bool, bool) {
+    return false;
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const&, B const&) {
+    if constexpr (K == 0)
+      return reduce_to<operand_t<A>>(g);
+    else
+      return reduce_to<operand_t<B>>(ir::fn::neg::apply(g));
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const&, D const& d) {
+    return ir::fn::sub::apply(detail::get<0>(d), detail::get<1>(d));
+  }
+};
+
+template <>
+struct rule<ir::fn::mul> {
+  // Bilinear: each operand's adjoint needs the other operand's value.
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return K == 0 ? a1 : a0;
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
+    constexpr bool mat_a = is_eigen_fixed_v<operand_t<A>>, mat_b = is_eigen_fixed_v<operand_t<B>>;
+    if constexpr (K == 0) {
+      if constexpr (mat_a && mat_b)
+        return ir::fn::mul::apply(g, transposed(b));
+      else if constexpr (mat_a)
+        return ir::fn::mul::apply(g, b);
+      else
+        return reduce_to<float>(cmul(g, b));
+    } else {
+      if constexpr (mat_a && mat_b)
+        return ir::fn::mul::apply(transposed(a), g);
+      else if constexpr (mat_b)
+        return ir::fn::mul::apply(a, g);
+      else
+        return reduce_to<float>(cmul(a, g));
+    }
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    return ir::fn::add::apply(ir::fn::mul::apply(detail::get<0>(d), detail::get<1>(v)),
+                              ir::fn::mul::apply(detail::get<0>(v), detail::get<1>(d)));
+  }
+};
+
+template <>
+struct rule<ir::fn::div> {
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return K == 0 ? a1 : (a0 || a1);
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
+    if constexpr (K == 0)
+      return ir::fn::div::apply(g, b);
+    else
+      return -reduce_to<float>(cmul(g, a)) / (b * b);
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    auto const& a = detail::get<0>(v);
+    auto const& b = detail::get<1>(v);
+    return ir::fn::div::apply(ir::fn::sub::apply(detail::get<0>(d), ir::fn::mul::apply(a, detail::get<1>(d) / b)), b);
+  }
+};
+
+template <>
+struct rule<ir::fn::atan2> {
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return a0 || a1;
+  }
+  template <int K, class G, class Y, class X>
+  CTG_HOST_DEVICE static auto vjp(G const& g, Y const& y, X const& x) {
+    auto const r2 = x * x + y * y;
+    if constexpr (K == 0)
+      return g * x / r2;
+    else
+      return -g * y / r2;
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    auto const& y = detail::get<0>(v);
+    auto const& x = detail::get<1>(v);
+    return (x * detail::get<0>(d) - y * detail::get<1>(d)) / (x * x + y * y);
+  }
+};
+
+template <>
+struct rule<ir::fn::pow> {
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return a0 || a1;
+  }
+  template <class S>
+  CTG_HOST_DEVICE static S dx(S x, S y) {
+    using std::pow;
+    return y == S(0) ? S(0) : y * pow(x, y - S(1));
+  }
+  template <class S>
+  CTG_HOST_DEVICE static S dy(S x, S y) {
+    using std::pow, std::log;
+    return x > S(0) ? pow(x, y) * log(x) : S(0);
+  }
+  template <int K, class G, class X, class Y>
+  CTG_HOST_DEVICE static auto vjp(G const& g, X const& x, Y const& y) {
+    using S = std::common_type_t<X, Y>;
+    if constexpr (K == 0)
+      return g * dx(S(x), S(y));
+    else
+      return g * dy(S(x), S(y));
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    using S = std::common_type_t<std::remove_cvref_t<decltype(detail::get<0>(v))>,
+                                 std::remove_cvref_t<decltype(detail::get<1>(v))>>;
+    S const x = detail::get<0>(v), y = detail::get<1>(v);
+    return dx(x, y) * S(detail::get<0>(d)) + dy(x, y) * S(detail::get<1>(d));
+  }
+};
+
+// min/max pick one operand; ties go to the second (as Quadrants does).
+template <bool Max>
+struct pick_rule {
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return a0 || a1;
+  }
+  template <class A, class B>
+  CTG_HOST_DEVICE static bool first_wins(A const& a, B const& b) {
+    if constexpr (Max)
+      return a > b;
+    else
+      return a < b;
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
+    using S = std::remove_cvref_t<G>;
+    bool const first = first_wins(a, b);
+    return (K == 0) == first ? g : S(0);
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    using S = std::common_type_t<std::remove_cvref_t<decltype(detail::get<0>(d))>,
+                                 std::remove_cvref_t<decltype(detail::get<1>(d))>>;
+    return first_wins(detail::get<0>(v), detail::get<1>(v)) ? S(detail::get<0>(d)) : S(detail::get<1>(d));
+  }
+};
+template <>
+struct rule<ir::fn::min> : pick_rule<false> {};
+template <>
+struct rule<ir::fn::max> : pick_rule<true> {};
+
+template <>
+struct rule<ir::fn::dot> {
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return K == 0 ? a1 : a0;
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
+    if constexpr (K == 0)
+      return ir::fn::mul::apply(b, g);
+    else
+      return ir::fn::mul::apply(a, g);
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    return ir::fn::dot::apply(detail::get<0>(d), detail::get<1>(v)) +
+           ir::fn::dot::apply(detail::get<0>(v), detail::get<1>(d));
+  }
+};
+
+template <>
+struct rule<ir::fn::norm_sqr> {
+  template <int K>
+  static constexpr bool needs(bool a0) {
+    return a0;
+  }
+  template <int K, class G, class A>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a) {
+    return ir::fn::mul::apply(a, g * scalar_of_t<A>(2));
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    return scalar_of_t<std::remove_cvref_t<decltype(detail::get<0>(v))>>(2) *
+           ir::fn::dot::apply(detail::get<0>(v), detail::get<0>(d));
+  }
+};
+
+// norm'(0) = 0: the zero vector has no direction.
+template <>
+struct rule<ir::fn::norm> {
+  template <int K>
+  static constexpr bool needs(bool a0) {
+    return a0;
+  }
+  template <int K, class G, class A>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a) {
+    auto const n = ir::fn::norm::apply(a);
+    using S = scalar_of_t<A>;
+    return ir::fn::mul::apply(a, n > S(0) ? S(g / n) : S(0));
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    auto const n = ir::fn::norm::apply(detail::get<0>(v));
+    using S = std::remove_cvref_t<decltype(n)>;
+    return n > S(0) ? S(ir::fn::dot::apply(detail::get<0>(v), detail::get<0>(d)) / n) : S(0);
+  }
+};
+
+template <>
+struct rule<ir::fn::cross> {
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return K == 0 ? a1 : a0;
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
+    if constexpr (is_eigen_fixed_v<G>) {  // 3-vectors: <g, a x b> = <a, b x g> = <b, g x a>
+      if constexpr (K == 0)
+        return ir::fn::cross::apply(b, g);
+      else
+        return ir::fn::cross::apply(g, a);
+    } else {  // 2-vectors give the scalar a0 b1 - a1 b0
+      if constexpr (K == 0)
+        return B(g * b(1), -g * b(0));
+      else
+        return A(-g * a(1), g * a(0));
+    }
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    return ir::fn::add::apply(ir::fn::cross::apply(detail::get<0>(d), detail::get<1>(v)),
+                              ir::fn::cross::apply(detail::get<0>(v), detail::get<1>(d)));
+  }
+};
+
+template <>
+struct rule<ir::fn::outer> {
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return K == 0 ? a1 : a0;
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
+    using AT = operand_t<A>;
+    using BT = operand_t<B>;
+    if constexpr (K == 0) {  // G b, shaped like a
+      AT r;
+      for (int i = 0; i < int(AT::SizeAtCompileTime); ++i) {
+        scalar_of_t<AT> s(0);
+        for (int j = 0; j < int(BT::SizeAtCompileTime); ++j) s += g(i, j) * b.coeff(j);
+        r.coeffRef(i) = s;
+      }
+      return r;
+    } else {  // G^T a, shaped like b
+      BT r;
+      for (int j = 0; j < int(BT::SizeAtCompileTime); ++j) {
+        scalar_of_t<BT> s(0);
+        for (int i = 0; i < int(AT::SizeAtCompileTime); ++i) s += g(i, j) * a.coeff(i);
+        r.coeffRef(j) = s;
+      }
+      return r;
+    }
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    return ir::fn::add::apply(ir::fn::outer::apply(detail::get<0>(d), detail::get<1>(v)),
+                              ir::fn::outer::apply(detail::get<0>(v), detail::get<1>(d)));
+  }
+};
+
+template <>
+struct rule<ir::fn::transpose> {
+  template <int K>
+  static constexpr bool needs(bool) {
+    return false;
+  }
+  template <int K, class G, class A>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const&) {
+    return transposed(g);
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const&, D const& d) {
+    return transposed(detail::get<0>(d));
+  }
+};
+
+template <>
+struct rule<ir::fn::trace> {
+  template <int K>
+  static constexpr bool needs(bool) {
+    return false;
+  }
+  template <int K, class G, class A>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const&) {
+    using M = operand_t<A>;
+    M r = M::Zero();
+    for (int k = 0; k < int(M::RowsAtCompileTime); ++k) r(k, k) = g;
+    return r;
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const&, D const& d) {
+    return ir::fn::trace::apply(detail::get<0>(d));
+  }
+};
+
+template <>
+struct rule<ir::fn::det> {
+  template <int K>
+  static constexpr bool needs(bool a0) {
+    return a0;
+  }
+  template <int K, class G, class A>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a) {
+    return ir::fn::mul::apply(cofactor(a), g);
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    return ir::fn::dot::apply(cofactor(detail::get<0>(v)), detail::get<0>(d));
+  }
+};
+
+template <>
+struct rule<ir::fn::inverse> {
+  template <int K>
+  static constexpr bool needs(bool a0) {
+    return a0;
+  }
+  template <int K, class G, class A>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a) {
+    auto const bt = transposed(ir::fn::inverse::apply(a));
+    return ir::fn::neg::apply(ir::fn::mul::apply(ir::fn::mul::apply(bt, g), bt));
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    auto const b = ir::fn::inverse::apply(detail::get<0>(v));
+    return ir::fn::neg::apply(ir::fn::mul::apply(ir::fn::mul::apply(b, detail::get<0>(d)), b));
+  }
+};
+
+}  // namespace ctg::ad

@@ -1,0 +1,301 @@
+// Sizing the adstack at launch: for every nested loop that snapshots carried
+// locals, the most iterations it can run (its bounds evaluated over the
+// ranges of the enclosing indices, reading the fields they load) times the
+// snapshot's size. Loops whose trip count no launch can bound (while_, bounds
+// computed from locals) take their iteration count from
+// ctg::adstack_capacity<N>.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "../errors.hpp"
+#include "../eval/forward.hpp"
+#include "analysis.hpp"
+
+namespace ctg::ad {
+
+struct interval {
+  long long lo = 0;
+  long long hi = 0;
+  bool known = false;
+  static interval exact(long long v) { return {v, v, true}; }
+  static interval unknown() { return {0, 0, false}; }
+};
+
+// Whether an integer expression can be bounded at launch from its type alone.
+template <class E>
+inline constexpr bool boundable_v = false;
+template <class T>
+inline constexpr bool boundable_v<node<op::literal<T>>> = std::is_integral_v<T>;
+template <long long V>
+inline constexpr bool boundable_v<node<op::constant<V>>> = true;
+template <int I, int A>
+inline constexpr bool boundable_v<node<op::extent<I, A>>> = true;
+template <int L, int A>
+inline constexpr bool boundable_v<node<op::loop_index<L, A>>> = true;
+template <int I, class T, int R, bool G, bool D, class... Idx>
+inline constexpr bool boundable_v<node<op::access<I, T, R, G, D, buffer::primal>, Idx...>> =
+    std::is_integral_v<T> && (boundable_v<Idx> && ...);
+template <class Fn, class... K>
+inline constexpr bool boundable_v<node<op::math<Fn>, K...>> =
+    detail::one_of<Fn, fn::add, fn::sub, fn::mul, fn::min, fn::max, fn::neg, fn::div, fn::mod> &&
+    (boundable_v<K> && ...);
+template <class T, class K>
+inline constexpr bool boundable_v<node<op::cast<T>, K>> = std::is_integral_v<T> && boundable_v<K>;
+template <detail::fixed_string N, class K>
+inline constexpr bool boundable_v<node<op::func_scope<N>, K>> = boundable_v<K>;
+
+template <int Levels, int Axes>
+struct bound_env {
+  interval idx[Levels > 0 ? Levels : 1][Axes > 0 ? Axes : 1];
+};
+
+template <class Args>
+struct interval_eval {
+  Args const* args;
+
+  template <class Env, class T>
+  interval operator()(node<op::literal<T>> const& n, Env const&) const {
+    return interval::exact((long long)n.op.value);
+  }
+  template <class Env, long long V>
+  interval operator()(node<op::constant<V>> const&, Env const&) const {
+    return interval::exact(V);
+  }
+  template <class Env, int I, int A>
+  interval operator()(node<op::extent<I, A>> const&, Env const&) const {
+    return interval::exact(detail::get<I>(*args).extent[A]);
+  }
+  template <class Env, int L, int A>
+  interval operator()(node<op::loop_index<L, A>> const&, Env const& env) const {
+    return env.idx[L][A];
+  }
+  template <class Env, detail::fixed_string N, class K>
+  interval operator()(node<op::func_scope<N>, K> const& n, Env const& env) const {
+    return (*this)(kid<0>(n), env);
+  }
+  template <class Env, class T, class K>
+  interval operator()(node<op::cast<T>, K> const& n, Env const& env) const {
+    return (*this)(kid<0>(n), env);
+  }
+  // The extremes of an integer field over the box its indices can reach.
+  template <class Env, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+  interval operator()(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Env const& env) const {
+    auto const& view = detail::get<I>(*args);
+    interval box[R > 0 ? R : 1];
+    bool ok = true;
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      ((box[Is] = (*this)(detail::get<Is>(n.kids), env)), ...);
+    }(std::index_sequence_for<Idx...>{});
+    for (int a = 0; a < R; ++a) {
+      ok = ok && box[a].known;
+      if (!ok) break;
+      box[a].lo = std::max<long long>(box[a].lo, 0);
+      box[a].hi = std::min<long long>(box[a].hi, view.extent[a] - 1);
+      if (box[a].hi < box[a].lo) return interval::exact(0);
+    }
+    if (!ok) return interval::unknown();
+    interval out{std::numeric_limits<long long>::max(), std::numeric_limits<long long>::min(), true};
+    long long cur[R > 0 ? R : 1];
+    for (int a = 0; a < R; ++a) cur[a] = box[a].lo;
+    for (;;) {
+      std::int64_t off = 0;
+      for (int a = 0; a < R; ++a) off = off * view.extent[a] + cur[a];
+      long long const v = (long long)view.data[off];
+      out.lo = std::min(out.lo, v);
+      out.hi = std::max(out.hi, v);
+      int a = R - 1;
+      while (a >= 0 && ++cur[a] > box[a].hi) cur[a] = box[a].lo, --a;
+      if (a < 0) break;
+    }
+    return out;
+  }
+  template <class Env, class Fn, class... K>
+  interval operator()(node<op::math<Fn>, K...> const& n, Env const& env) const {
+    interval v[sizeof...(K)];
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      ((v[Is] = (*this)(detail::get<Is>(n.kids), env)), ...);
+    }(std::index_sequence_for<K...>{});
+    for (auto const& x : v)
+      if (!x.known) return interval::unknown();
+    if constexpr (std::is_same_v<Fn, fn::neg>) {
+      return {-v[0].hi, -v[0].lo, true};
+    } else if constexpr (std::is_same_v<Fn, fn::add>) {
+      return {v[0].lo + v[1].lo, v[0].hi + v[1].hi, true};
+    } else if constexpr (std::is_same_v<Fn, fn::sub>) {
+      return {v[0].lo - v[1].hi, v[0].hi - v[1].lo, true};
+    } else if constexpr (std::is_same_v<Fn, fn::min>) {
+      return {std::min(v[0].lo, v[1].lo), std::min(v[0].hi, v[1].hi), true};
+    } else if constexpr (std::is_same_v<Fn, fn::max>) {
+      return {std::max(v[0].lo, v[1].lo), std::max(v[0].hi, v[1].hi), true};
+    } else if constexpr (std::is_same_v<Fn, fn::mul>) {
+      long long c[4] = {v[0].lo * v[1].lo, v[0].lo * v[1].hi, v[0].hi * v[1].lo, v[0].hi * v[1].hi};
+      return {*std::min_element(c, c + 4), *std::max_element(c, c + 4), true};
+    } else if constexpr (std::is_same_v<Fn, fn::div>) {
+      if (v[1].lo <= 0 && v[1].hi >= 0) return interval::unknown();
+      long long c[4] = {v[0].lo / v[1].lo, v[0].lo / v[1].hi, v[0].hi / v[1].lo, v[0].hi / v[1].hi};
+      return {*std::min_element(c, c + 4), *std::max_element(c, c + 4), true};
+    } else if constexpr (std::is_same_v<Fn, fn::mod>) {
+      long long const m = std::max(std::llabs(v[1].lo), std::llabs(v[1].hi));
+      return {v[0].lo < 0 ? -(m - 1) : 0, v[0].hi > 0 ? m - 1 : 0, true};
+    } else {
+      return interval::unknown();
+    }
+  }
+  template <class Env, class E>
+  interval operator()(E const&, Env const&) const {
+    return interval::unknown();
+  }
+};
+
+// Walks one offload body and adds up, per nested loop with carried locals,
+// its largest trip count times its snapshot size.
+template <class Reverse, class Locals, class Args, int Levels, int Axes>
+struct capacity_walk {
+  interval_eval<Args> ev;
+  long long unbounded_iterations;  // from adstack_capacity<N>, or -1
+  long long bytes = 0;
+  int unsized_site = -1;  // a loop no launch could bound, without a capacity
+
+  using env_t = bound_env<Levels, Axes>;
+
+  template <class Op, class... K>
+  void visit(node<Op, K...> const& n, env_t const& env) {
+    using kids = detail::tuple<K...>;
+    if constexpr (is_loop_op<Op>) {
+      constexpr int A = Op::axes;
+      using Body = std::remove_cvref_t<decltype(detail::get<2 * A>(n.kids))>;
+      env_t inner = env;
+      long long trips = 1;
+      bool known = true;
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((visit_axis<Op::level, int(Is)>(ev(detail::get<Is>(n.kids), env), ev(detail::get<A + Is>(n.kids), env),
+                                          inner, trips, known)),
+         ...);
+      }(std::make_index_sequence<A>{});
+      add_site<Body>(Op::site, known, trips);
+      visit(detail::get<2 * A>(n.kids), inner);
+    } else if constexpr (is_while_op<Op>) {
+      add_site<detail::tuple_element_t<1, kids>>(Op::site, false, 0);
+      visit(kid<1>(n), env);
+    } else if constexpr (std::is_same_v<Op, op::block> || is_if_op<Op> || is_func_scope_op<Op> || is_let_op<Op>) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        (visit(detail::get<Is>(n.kids), env), ...);
+      }(std::index_sequence_for<K...>{});
+    }
+  }
+  template <int L, int A>
+  static void visit_axis(interval lo, interval hi, env_t& inner, long long& trips, bool& known) {
+    if (!lo.known || !hi.known) {
+      known = false;
+      inner.idx[L][A] = interval::unknown();
+      return;
+    }
+    inner.idx[L][A] = {lo.lo, hi.hi - 1, true};
+    trips *= std::max<long long>(0, hi.hi - lo.lo);
+  }
+  template <class Body>
+  void add_site(int site, bool known, long long trips) {
+    constexpr auto carried = Reverse::template carried<Body>;
+    if constexpr (!carried.empty()) {
+      long long const per = snapshot_bytes<Body>();
+      if (known) {
+        bytes += trips * per;
+      } else if (unbounded_iterations >= 0) {
+        bytes += unbounded_iterations * per;
+      } else if (unsized_site < 0) {
+        unsized_site = site;
+      }
+    }
+  }
+  template <class Body>
+  static constexpr long long snapshot_bytes() {
+    constexpr auto carried = Reverse::template carried<Body>;
+    using locals = Locals;
+    return [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
+      return ((carried[int(Ss)] ? (long long)sizeof(detail::tuple_element_t<Ss, locals>) : 0LL) + ... + 0LL);
+    }(std::make_index_sequence<std::size_t(carried.size)>{});
+  }
+  template <class E>
+  void visit(E const&, env_t const&) {}
+};
+
+template <class Op>
+constexpr int level_step() {
+  return (is_loop_op<Op> || is_while_op<Op>) ? 1 : 0;
+}
+template <class E>
+void describe_site(E const*, int, int, std::string const&, std::string&) {}
+
+// "range loop at level 1 in func 'inner'": the loop with frame site `site`.
+template <class Op, class... K>
+void describe_site(node<Op, K...> const*, int site, int level, std::string const& funcs, std::string& out) {
+  using kids = detail::tuple<K...>;
+  auto where = [&] { return funcs.empty() ? std::string() : " in func '" + funcs + "'"; };
+  if constexpr (is_loop_op<Op> || is_while_op<Op>) {
+    if (Op::site == site && out.empty()) {
+      if constexpr (is_while_op<Op>)
+        out = "while_ loop at level " + std::to_string(level) + where();
+      else
+        out = std::string(Op::kind == loop_kind::serial ? "serial_range" : "range") + " loop at level " +
+              std::to_string(Op::level) + where();
+    }
+  }
+  if constexpr (is_func_scope_op<Op>) {
+    std::string const name(Op::name.view());
+    describe_site(static_cast<detail::tuple_element_t<0, kids> const*>(nullptr), site, level,
+                  funcs.empty() ? name : funcs + "' -> '" + name, out);
+  } else {
+    constexpr int inner = level_step<Op>();
+    (describe_site(static_cast<K const*>(nullptr), site, level + inner, funcs, out), ...);
+  }
+}
+}  // namespace ctg::ad
+
+namespace ctg::ad {
+
+// What an offload body asks of the adstack, known at compile time: whether any
+// nested loop snapshots carried locals, and whether one of those has a trip
+// count no launch can bound.
+struct stack_demand_info {
+  bool uses_stack = false;
+  bool unbounded = false;
+  int level = -1;  // loop level of the first loop that uses the stack
+};
+
+template <class Reverse, class Op, class... K>
+constexpr void stack_demand(node<Op, K...> const*, int level, stack_demand_info& out) {
+  using kids = detail::tuple<K...>;
+  if constexpr (is_loop_op<Op> || is_while_op<Op>) {
+    using Body = detail::tuple_element_t<sizeof...(K) - 1, kids>;
+    if constexpr (!Reverse::template carried<Body>.empty()) {
+      if (!out.uses_stack) out.level = level;
+      out.uses_stack = true;
+      if constexpr (is_while_op<Op>) {
+        out.unbounded = true;
+      } else {
+        bool ok = true;
+        [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+          ok = (boundable_v<detail::tuple_element_t<Is, kids>> && ...);
+        }(std::make_index_sequence<2 * Op::axes>{});
+        if (!ok) out.unbounded = true;
+      }
+    }
+    stack_demand<Reverse>(static_cast<Body const*>(nullptr), level + 1, out);
+  } else {
+    (stack_demand<Reverse>(static_cast<K const*>(nullptr), level, out), ...);
+  }
+}
+template <class Reverse, class E>
+constexpr void stack_demand(E const*, int, stack_demand_info&) {}
+
+template <class Reverse, class Root>
+constexpr stack_demand_info stack_demand_of(int root_level) {
+  stack_demand_info info;
+  stack_demand<Reverse>(static_cast<Root const*>(nullptr), root_level, info);
+  return info;
+}
+
+}  // namespace ctg::ad

@@ -1,0 +1,259 @@
+// Forward mode: every value travels with its tangent. Loads read the tangent
+// from a field's dual buffer (zero for fields without one), stores write it
+// there, and locals keep a tangent slot next to their value. The primal
+// values are computed and written as in the forward pass.
+#pragma once
+#include <type_traits>
+
+#include "../backend/atomic.hpp"
+#include "../eval/analysis.hpp"
+#include "../eval/forward.hpp"
+#include "rules.hpp"
+
+namespace ctg::ad {
+
+using namespace ctg::ir;
+using eval::convert;
+using eval::forward;
+
+template <class T>
+struct dual_value {
+  T v;
+  T d;
+};
+template <class T>
+CTG_HOST_DEVICE dual_value<T> constant_dual(T v) {
+  return {v, zero<T>()};
+}
+
+template <class Args, class Locals, int Levels, int Axes, bool Parallel>
+struct tangent_frame {
+  using args_type = Args;
+  static constexpr bool parallel = Parallel;
+  static constexpr int levels = Levels > 0 ? Levels : 1;
+  static constexpr int axes = Axes > 0 ? Axes : 1;
+
+  Args const* args;
+  eval::launch_status* status;
+  int idx[levels][axes];
+  Locals locals;
+  Locals duals;
+};
+
+struct tangent {
+  // ---- expressions -----------------------------------------------------------------------------
+  template <class Fr, class Op>
+    requires(!is_access_op<Op> && !is_local_op<Op>)
+  CTG_HOST_DEVICE static auto eval(node<Op> const& n, Fr& f) {
+    return constant_dual(forward::eval(n, f));
+  }
+  template <class Fr, int S, class T>
+  CTG_HOST_DEVICE static dual_value<T> eval(node<op::local<S, T>> const&, Fr& f) {
+    return {detail::get<S>(f.locals), detail::get<S>(f.duals)};
+  }
+  template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+  CTG_HOST_DEVICE static dual_value<T> eval(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
+    auto const& view = detail::get<I>(*f.args);
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) -> dual_value<T> {
+      auto const idx = detail::make_tuple(forward::eval(detail::get<Is>(n.kids), f)...);
+      T const* p = eval::element_pointer(view, B, I, f, detail::get<Is>(idx)...);
+      if (p == nullptr) return {zero_of<T>(), zero_of<T>()};
+      if constexpr (D && B == buffer::primal)
+        return {*p, view.dual[view.offset(detail::get<Is>(idx)...)]};
+      else
+        return constant_dual(*p);
+    }(std::index_sequence_for<Idx...>{});
+  }
+  template <class Fr, class Fn, class... K>
+  CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto const kids = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
+      auto const v = Fn::apply(detail::get<Is>(kids).v...);
+      using V = std::remove_cvref_t<decltype(v)>;
+      if constexpr (Fn::kind == fn::grad_kind::none || !is_differentiable_v<V>) {
+        return constant_dual(v);
+      } else {
+        auto const d = rule<Fn>::jvp(detail::make_tuple(detail::get<Is>(kids).v...),
+                                     detail::make_tuple(detail::get<Is>(kids).d...));
+        return dual_value<V>{v, convert<V>(d)};
+      }
+    }(std::index_sequence_for<K...>{});
+  }
+  template <class Fr, class T, class K>
+  CTG_HOST_DEVICE static dual_value<T> eval(node<op::cast<T>, K> const& n, Fr& f) {
+    auto const k = eval(kid<0>(n), f);
+    auto const v = forward::eval(n, f);
+    if constexpr (is_differentiable_v<T> && is_differentiable_v<value_t<K>>) {
+      if constexpr (is_eigen_fixed_v<T>)
+        return {v, k.d.template cast<typename T::Scalar>()};
+      else
+        return {v, static_cast<T>(k.d)};
+    } else {
+      return constant_dual(v);
+    }
+  }
+  template <class Fr, class C, class A, class B>
+  CTG_HOST_DEVICE static auto eval(node<op::select, C, A, B> const& n, Fr& f) {
+    using V = value_t<node<op::select, C, A, B>>;
+    if (forward::eval(kid<0>(n), f)) {
+      auto const a = eval(kid<1>(n), f);
+      return dual_value<V>{convert<V>(a.v), convert<V>(a.d)};
+    }
+    auto const b = eval(kid<2>(n), f);
+    return dual_value<V>{convert<V>(b.v), convert<V>(b.d)};
+  }
+  template <class Fr, class K>
+  CTG_HOST_DEVICE static auto eval(node<op::stop_grad, K> const& n, Fr& f) {
+    return constant_dual(forward::eval(kid<0>(n), f));
+  }
+  template <class Fr, detail::fixed_string Name, class K>
+  CTG_HOST_DEVICE static auto eval(node<op::func_scope<Name>, K> const& n, Fr& f) {
+    return eval(kid<0>(n), f);
+  }
+  template <class Fr, class V, class... I>
+  CTG_HOST_DEVICE static auto eval(node<op::component, V, I...> const& n, Fr& f) {
+    auto const m = eval(kid<0>(n), f);
+    using S = scalar_of_t<value_t<V>>;
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto const idx = detail::make_tuple(forward::eval(detail::get<Is + 1>(n.kids), f)...);
+      return dual_value<S>{m.v.coeff(detail::get<Is>(idx)...), m.d.coeff(detail::get<Is>(idx)...)};
+    }(std::index_sequence_for<I...>{});
+  }
+  template <class Fr, int R, int C, class... K>
+  CTG_HOST_DEVICE static auto eval(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
+    using M = value_t<node<op::make_matrix<R, C>, K...>>;
+    using S = typename M::Scalar;
+    dual_value<M> out;
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto const kids = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
+      ((out.v(int(Is) / C, int(Is) % C) = S(detail::get<Is>(kids).v)), ...);
+      ((out.d(int(Is) / C, int(Is) % C) = S(detail::get<Is>(kids).d)), ...);
+    }(std::index_sequence_for<K...>{});
+    return out;
+  }
+
+  // ---- statements ------------------------------------------------------------------------------
+  template <class Fr>
+  CTG_HOST_DEVICE static void exec(node<op::nothing> const&, Fr&) {}
+  template <class Fr, class... S>
+  CTG_HOST_DEVICE static void exec(node<op::block, S...> const& n, Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (exec(detail::get<Is>(n.kids), f), ...);
+    }(std::index_sequence_for<S...>{});
+  }
+  template <class Fr, detail::fixed_string Name, class K>
+  CTG_HOST_DEVICE static void exec(node<op::func_scope<Name>, K> const& n, Fr& f) {
+    exec(kid<0>(n), f);
+  }
+
+  // Pointer to the tangent of a written element, or null when the field has none.
+  template <class Fr, class L>
+  CTG_HOST_DEVICE static auto* written_dual(L const& lhs, Fr& f) {
+    if constexpr (std::is_same_v<typename L::op_type, op::component>) {
+      auto* p = written_dual(kid<0>(lhs), f);
+      using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
+      if (p == nullptr) return static_cast<S*>(nullptr);
+      if constexpr (L::arity == 2)
+        return &p->coeffRef(forward::eval(kid<1>(lhs), f));
+      else
+        return &p->coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
+    } else {
+      using T = typename L::op_type::value_type;
+      if constexpr (L::op_type::has_dual && L::op_type::which == buffer::primal) {
+        return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+          return eval::element_pointer(detail::get<L::op_type::param>(*f.args), buffer::dual, L::op_type::param, f,
+                                       forward::eval(detail::get<Is>(lhs.kids), f)...);
+        }(std::make_index_sequence<L::arity>{});
+      } else {
+        return static_cast<T*>(nullptr);
+      }
+    }
+  }
+
+  template <class Fr, class L, class E>
+  CTG_HOST_DEVICE static void exec(node<op::store, L, E> const& n, Fr& f) {
+    auto const r = eval(kid<1>(n), f);
+    forward::write(kid<0>(n), r.v, f);
+    auto* d = written_dual(kid<0>(n), f);
+    if (d != nullptr) *d = convert<std::remove_pointer_t<decltype(d)>>(r.d);
+  }
+  template <class L>
+  static constexpr bool writes_dual() {
+    if constexpr (std::is_same_v<typename L::op_type, op::component>)
+      return writes_dual<std::remove_cvref_t<decltype(kid<0>(std::declval<L>()))>>();
+    else
+      return L::op_type::has_dual && L::op_type::which == buffer::primal;
+  }
+  template <class Fr, atomic_kind K, class L, class E>
+  CTG_HOST_DEVICE static void exec(node<op::atomic<K>, L, E> const& n, Fr& f) {
+    forward::eval(n, f);
+    if constexpr (writes_dual<L>()) {
+      static_assert(K == atomic_kind::add || K == atomic_kind::sub,
+                    "CTG-AD-008 atomic_min/atomic_max on a field with a tangent buffer is not differentiable");
+      auto* d = written_dual(kid<0>(n), f);
+      if (d == nullptr) return;
+      using P = std::remove_pointer_t<decltype(d)>;
+      auto const r = eval(kid<1>(n), f);
+      forward::template accumulate<Fr, K>(d, convert<P>(r.d));
+    }
+  }
+  template <class Fr, int Site, class L, class E>
+  CTG_HOST_DEVICE static void exec(node<op::assign<Site>, L, E> const& n, Fr& f) {
+    auto const r = eval(kid<1>(n), f);
+    auto const& lhs = kid<0>(n);
+    constexpr int slot = eval::assigned_local<L>::slot;
+    using T = typename eval::assigned_local<L>::type;
+    if constexpr (std::is_same_v<L, node<op::local<slot, T>>>) {
+      detail::get<slot>(f.locals) = convert<T>(r.v);
+      detail::get<slot>(f.duals) = convert<T>(r.d);
+    } else {
+      using S = typename T::Scalar;
+      auto set = [&](auto& m, S x) {
+        if constexpr (L::arity == 2)
+          m.coeffRef(forward::eval(kid<1>(lhs), f)) = x;
+        else
+          m.coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f)) = x;
+      };
+      set(detail::get<slot>(f.locals), convert<S>(r.v));
+      set(detail::get<slot>(f.duals), convert<S>(r.d));
+    }
+  }
+  template <class Fr, int... S, class... K>
+  CTG_HOST_DEVICE static void exec(node<op::let<S...>, K...> const& n, Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto const inits = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
+      ((detail::get<S>(f.locals) = convert<std::remove_cvref_t<decltype(detail::get<S>(f.locals))>>(
+            detail::get<Is>(inits).v)),
+       ...);
+      ((detail::get<S>(f.duals) = convert<std::remove_cvref_t<decltype(detail::get<S>(f.duals))>>(
+            detail::get<Is>(inits).d)),
+       ...);
+    }(std::make_index_sequence<sizeof...(S)>{});
+    exec(detail::get<sizeof...(S)>(n.kids), f);
+  }
+  template <class Fr, int Site, class C, class T, class E>
+  CTG_HOST_DEVICE static void exec(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
+    if (forward::eval(kid<0>(n), f))
+      exec(kid<1>(n), f);
+    else
+      exec(kid<2>(n), f);
+  }
+  template <class Fr, int Site, class C, class B>
+  CTG_HOST_DEVICE static void exec(node<op::while_<Site>, C, B> const& n, Fr& f) {
+    while (forward::eval(kid<0>(n), f)) exec(kid<1>(n), f);
+  }
+  template <class Fr, loop_kind K, int L, int A, int Site, class... Kids>
+  CTG_HOST_DEVICE static void exec(node<op::loop<K, L, A, Site>, Kids...> const& n, Fr& f) {
+    int lo[A], hi[A];
+    forward::bounds(n, f, lo, hi);
+    auto const& body = detail::get<2 * A>(n.kids);
+    forward::iterate<L, A>(lo, hi, f, [&] { exec(body, f); });
+  }
+
+  template <class Body, class Fr>
+  CTG_HOST_DEVICE static void run_body(Body const& body, Fr& f) {
+    exec(body, f);
+  }
+};
+
+}  // namespace ctg::ad
