@@ -7,6 +7,10 @@
 #include <utility>
 
 #include "backend/cpu/launch.hpp"
+#include "backend/plan.hpp"
+#if defined(__CUDACC__)
+#  include "backend/cuda/launch.hpp"
+#endif
 #include "errors.hpp"
 #include "field.hpp"
 #include "lower/build.hpp"
@@ -86,21 +90,23 @@ memory_space launch_space(std::string_view kernel, A const&... a) {
 
 }  // namespace detail
 
+template <class O>
+constexpr long long capacity_option(long long current) {
+  if constexpr (requires { O::value; })
+    return O::value;
+  else
+    return current;
+}
+
 template <class... Options>
 struct kernel_options {
   static constexpr bool no_adstack = (std::is_same_v<Options, ctg::no_adstack> || ...);
+  // Iterations per loop for loops no launch can bound; -1 when not given.
   static constexpr long long capacity = [] {
     long long n = -1;
-    ((n = capacity_of<Options>(n)), ...);
+    ((n = capacity_option<Options>(n)), ...);
     return n;
   }();
-  template <class O>
-  static constexpr long long capacity_of(long long current) {
-    if constexpr (requires { O::value; })
-      return O::value;
-    else
-      return current;
-  }
 };
 
 // Compile-time facts about the adjoint of every offload of a kernel.
@@ -116,6 +122,7 @@ template <detail::fixed_string Name, class F, class... Options>
 class kernel_t {
  public:
   static constexpr auto name = Name;
+  using options = kernel_options<Options...>;
 
   constexpr explicit kernel_t(F body) : body_(body) {}
 
@@ -123,7 +130,7 @@ class kernel_t {
   // and if the kernel touches a field with a gradient).
   template <class... A>
   void operator()(A const&... args) const {
-    launch<cpu::forward_pass>(args...);
+    launch<backend::forward_pass>(args...);
     if constexpr ((detail::has_grad_arg<A> || ...)) {
       if (tape* t = detail::active_tape()) record_on(*t, args...);
     }
@@ -133,34 +140,29 @@ class kernel_t {
   // the gradients of what it read (see docs/02-autodiff.md).
   template <class... A>
   void grad(A const&... args) const {
-    using kir_t = decltype(ir(args...));
-    using args_t = decltype(bind(std::index_sequence_for<A...>{}, args...));
-    using summary = reverse_summary<args_t, decltype(kir_t::offloads), kir_t::slots>;
-    using opts = kernel_options<Options...>;
-    constexpr bool d1 = opts::no_adstack && summary::uses_stack;
-    constexpr bool unsized = !opts::no_adstack && summary::unbounded && opts::capacity < 0;
-    static_assert(!d1,
+    using checks = reverse_checks<A...>;
+    static_assert(!checks::d1,
                   "CTG-AD-001 a nested non-static loop carries values the reverse pass needs, but the "
                   "kernel was built with ctg::no_adstack: remove ctg::no_adstack (the adstack keeps one "
                   "snapshot per iteration), make the loop a ctg::static_range, or restructure so the "
                   "loop's carried locals enter only linearly");
-    static_assert(!unsized,
+    static_assert(!checks::unsized,
                   "CTG-AD-003 a nested loop whose trip count no launch can bound (a while_, or bounds "
                   "computed from locals) carries values the reverse pass needs: give the kernel "
                   "ctg::adstack_capacity<N> with N the most iterations such a loop runs per thread");
-    if constexpr (!d1 && !unsized) run_reverse(args...);
+    if constexpr (checks::ok) launch<backend::reverse_pass>(args...);
   }
 
   // Forward mode: runs the kernel and propagates tangents from the inputs'
   // .dual() into the outputs' .dual().
   template <class... A>
   void fwd(A const&... args) const {
-    launch<cpu::tangent_pass>(args...);
+    launch<backend::tangent_pass>(args...);
   }
 
   F const& body() const { return body_; }
 
-  // The lowered IR for arguments of these types (for tests and tools).
+  // The lowered IR for these arguments (for tests and tools).
   template <class... A>
   auto ir(A const&... args) const {
     return ir_for(std::index_sequence_for<A...>{}, args...);
@@ -172,28 +174,41 @@ class kernel_t {
     return ir::build_kernel_ir(body_, ir::arg_traits<int(Is), std::remove_cvref_t<A>>::handle(args)...);
   }
 
+  template <std::size_t... Is, class... A>
+  static auto bind(std::index_sequence<Is...>, A const&... args) {
+    return detail::make_tuple(ir::arg_traits<int(Is), std::remove_cvref_t<A>>::bind(args)...);
+  }
+
+  // What the reverse pass of this kernel needs, decided from the types.
+  template <class... A>
+  struct reverse_checks {
+    using kir_t = decltype(std::declval<kernel_t const&>().ir(std::declval<A const&>()...));
+    using args_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
+    using summary = reverse_summary<args_t, decltype(kir_t::offloads), kir_t::slots>;
+    static constexpr bool d1 = options::no_adstack && summary::uses_stack;
+    static constexpr bool unsized = !options::no_adstack && summary::unbounded && options::capacity < 0;
+    static constexpr bool ok = !d1 && !unsized;
+  };
+
   // Under a tape the adjoint is replayed later; a kernel whose reverse cannot
   // be built raises then (the same ID k.grad reports at compile time).
   template <class... A>
   void record_on(tape& t, A const&... args) const {
     (note(t, args), ...);
-    using kir_t = decltype(ir(args...));
-    using args_t = decltype(bind(std::index_sequence_for<A...>{}, args...));
-    using summary = reverse_summary<args_t, decltype(kir_t::offloads), kir_t::slots>;
-    using opts = kernel_options<Options...>;
-    if constexpr (opts::no_adstack && summary::uses_stack) {
+    using checks = reverse_checks<A...>;
+    if constexpr (checks::d1) {
       t.record([] {
         throw autodiff_error("kernel '" + std::string(Name.view()) +
                              "': CTG-AD-001 a nested loop needs the adstack but the kernel has ctg::no_adstack");
       });
-    } else if constexpr (!opts::no_adstack && summary::unbounded && opts::capacity < 0) {
+    } else if constexpr (checks::unsized) {
       t.record([] {
         throw autodiff_error("kernel '" + std::string(Name.view()) +
                              "': CTG-AD-003 a nested loop's trip count cannot be bounded: add ctg::adstack_capacity<N>");
       });
     } else {
       t.record([self = *this, captured = std::make_tuple(args...)] {
-        std::apply([&](auto const&... a) { self.run_reverse(a...); }, captured);
+        std::apply([&](auto const&... a) { self.template launch<backend::reverse_pass>(a...); }, captured);
       });
     }
   }
@@ -202,75 +217,59 @@ class kernel_t {
     if constexpr (is_field_v<X>) t.note_field(x);
   }
 
-  template <class... A>
-  void run_reverse(A const&... args) const {
-    memory_space const space = detail::launch_space(Name.view(), args...);
-    auto kir = ir(args...);
-    auto bound = bind(std::index_sequence_for<A...>{}, args...);
-    eval::launch_status status{};
-    constexpr int slots = decltype(kir)::slots;
-    constexpr std::size_t count = decltype(kir.offloads)::size;
-    if (space != memory_space::host)
-      throw launch_error("kernel '" + std::string(Name.view()) +
-                         "': device fields need the CUDA backend (build with CTGRAD_CUDA and nvcc)");
-    // Offloads run in reverse order; each one's adjoint reads the gradients
-    // the later ones left.
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      (reverse_one<slots>(detail::get<count - 1 - Is>(kir.offloads), bound, status, args...), ...);
-    }(std::make_index_sequence<count>{});
-    raise(status, args...);
-  }
-
-  template <int Slots, class Offload, class Bound, class... A>
-  void reverse_one(Offload const& o, Bound const& bound, eval::launch_status& status, A const&... args) const {
-    raise(status, args...);
-    std::string unsized;
-    auto report = cpu::run_reverse_offload<Slots>(o, bound, status, kernel_options<Options...>::capacity, unsized);
-    if (!unsized.empty())
-      throw autodiff_error("kernel '" + std::string(Name.view()) + "': cannot size the adstack for the " + unsized +
-                           ": its trip count is not known at launch; give the kernel ctg::adstack_capacity<N>");
-    if (report.site >= 0) {
-      std::string where;
-      using root = typename ad::offload_parts<Offload>::body;
-      ad::describe_site(static_cast<root const*>(nullptr), report.site, ad::offload_parts<Offload>::body_level, "",
-                        where);
-      throw autodiff_error("kernel '" + std::string(Name.view()) + "': adstack overflow in the " + where +
-                           ": a thread needed " + std::to_string(report.required) + " bytes, " +
-                           std::to_string(report.available) +
-                           " were available; raise ctg::adstack_capacity<N> (N = iterations per loop)");
-    }
-  }
-
+  // Runs every offload in one pass: in order forward, in reverse order for the
+  // adjoint (each offload's adjoint reads the gradients the later ones left).
   template <class Pass, class... A>
   void launch(A const&... args) const {
     memory_space const space = detail::launch_space(Name.view(), args...);
     auto kir = ir(args...);
     auto bound = bind(std::index_sequence_for<A...>{}, args...);
+    constexpr int slots = decltype(kir)::slots;
+    constexpr std::size_t count = decltype(kir.offloads)::size;
+    constexpr bool backwards = std::is_same_v<Pass, backend::reverse_pass>;
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (run_one<Pass, slots>(detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), bound, space, args...), ...);
+    }(std::make_index_sequence<count>{});
+  }
+
+  template <class Pass, int Slots, class Offload, class Bound, class... A>
+  void run_one(Offload const& o, Bound const& bound, memory_space space, A const&... args) const {
     eval::launch_status status{};
+    int unsized = -1;
     if (space == memory_space::host) {
-      constexpr int slots = decltype(kir)::slots;
-      detail::apply([&](auto const&... offload) { (cpu::run_offload<slots, Pass>(offload, bound, status), ...); },
-                    kir.offloads);
+      cpu::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized);
     } else {
+#if defined(__CUDACC__)
+      cuda::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized, Name.view());
+#else
       throw launch_error("kernel '" + std::string(Name.view()) +
-                         "': device fields need the CUDA backend (build with CTGRAD_CUDA and nvcc)");
+                         "' was launched on device fields from a translation unit not compiled by nvcc; "
+                         "compile the launching code as CUDA (and link ctgrad::cuda)");
+#endif
     }
-    raise(status, args...);
-  }
-
-  template <std::size_t... Is, class... A>
-  static auto bind(std::index_sequence<Is...>, A const&... args) {
-    return detail::make_tuple(ir::arg_traits<int(Is), std::remove_cvref_t<A>>::bind(args)...);
-  }
-
-  template <class... A>
-  static void raise(eval::launch_status const& s, A const&... args) {
-    if (s.failed == int(eval::failure::index_out_of_range)) {
+    using root = typename backend::offload_root<Offload>::type;
+    if (unsized >= 0) {
+      std::string where;
+      ad::describe_site(static_cast<root const*>(nullptr), unsized, ad::offload_parts<Offload>::body_level, "",
+                        where);
+      throw autodiff_error("kernel '" + std::string(Name.view()) + "': cannot size the adstack for the " + where +
+                           ": its trip count is not known at launch; give the kernel ctg::adstack_capacity<N>");
+    }
+    if (status.failed == int(eval::failure::index_out_of_range)) {
       std::string idx = "(";
-      for (int k = 0; k < s.rank; ++k) idx += (k ? ", " : "") + std::to_string(s.index[k]);
+      for (int k = 0; k < status.rank; ++k) idx += (k ? ", " : "") + std::to_string(status.index[k]);
       idx += ")";
       throw index_error("kernel '" + std::string(Name.view()) + "': index " + idx + " is out of range for " +
-                        detail::describe_param(s.param, args...));
+                        detail::describe_param(status.param, args...));
+    }
+    if (status.failed == int(eval::failure::adstack_overflow)) {
+      std::string where;
+      ad::describe_site(static_cast<root const*>(nullptr), status.site, ad::offload_parts<Offload>::body_level, "",
+                        where);
+      throw autodiff_error("kernel '" + std::string(Name.view()) + "': adstack overflow in the " + where +
+                           ": a thread needed " + std::to_string(status.required) + " bytes, " +
+                           std::to_string(status.available) +
+                           " were available; raise ctg::adstack_capacity<N> (N = iterations per loop)");
     }
   }
 

@@ -142,9 +142,9 @@ constexpr auto hoist_node(node<Op, K...> const& s) {
   constexpr std::size_t n_expr = expression_kids<Op, sizeof...(K)>::count;
   constexpr std::size_t i = [] {
     constexpr bool flags[] = {has_let_value_v<K>..., false};
-    for (std::size_t j = 0; j < n_expr; ++j)
-      if (flags[j]) return j;
-    return n_expr;
+    std::size_t j = 0;
+    while (j != n_expr && !flags[j]) ++j;
+    return j;
   }();
   if constexpr (i < n_expr) {
     // s[...let_value(inits, body, v)...]  ->  let(inits, block(body, s[...v...]))

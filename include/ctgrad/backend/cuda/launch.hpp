@@ -1,0 +1,236 @@
+// The CUDA backend: each offload becomes a launch of a __global__ kernel
+// template instantiated on the IR type (closure-free, passed by value). A
+// parallel offload is a grid-stride loop over its iteration box; a serial
+// offload runs on one thread. The evaluators are the CPU backend's, compiled
+// for the device. Launches go to the default stream; a launch that must report
+// back (index checks, adstack overflow) is followed by a copy of its status,
+// which synchronises; others return at once and errors surface at the next
+// synchronising call (a copy of a field, the next checked launch).
+#pragma once
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../plan.hpp"
+#include "memory.hpp"
+
+namespace ctg::cuda {
+
+using namespace ctg::ir;
+
+// Device memory reused across launches: the launch status and the adstack.
+class scratch {
+ public:
+  void* get(std::size_t bytes, std::string_view what) {
+    if (bytes > size_) {
+      if (ptr_) cudaFree(ptr_);
+      ptr_ = nullptr;
+      size_ = 0;
+      check(cudaMalloc(&ptr_, bytes), "cudaMalloc for the " + std::string(what));
+      size_ = bytes;
+    }
+    return ptr_;
+  }
+  static scratch& status() {
+    static scratch s;
+    return s;
+  }
+  static scratch& stacks() {
+    static scratch s;
+    return s;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+inline int multiprocessors() {
+  static int const count = [] {
+    int device = 0, n = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    return n > 0 ? n : 1;
+  }();
+  return count;
+}
+
+constexpr int block_size = 256;
+
+template <class Plan, class Body, class Args, int A>
+__global__ void __launch_bounds__(block_size)
+    parallel_offload_kernel(Body body, Args args, backend::loop_box<A> box, std::int64_t count,
+                            eval::launch_status* status, unsigned char* stacks, long long capacity) {
+  typename Plan::template frame<true> f;
+  f.args = &args;
+  f.status = status;
+  std::int64_t const tid = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  Plan::prepare(f, stacks ? stacks + tid * capacity : nullptr, capacity);
+  std::int64_t const stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t it = tid; it < count; it += stride) {
+    box.set(f, it);
+    Plan::iteration(body, f);
+  }
+}
+
+template <class Plan, class Body, class Args>
+__global__ void serial_offload_kernel(Body body, Args args, eval::launch_status* status, unsigned char* stack,
+                                      long long capacity) {
+  typename Plan::template frame<false> f;
+  f.args = &args;
+  f.status = status;
+  Plan::prepare(f, stack, capacity);
+  Plan::iteration(body, f);
+}
+
+template <class Plan, class Loop, class Args, int A>
+__global__ void bounds_kernel(Loop loop, Args args, eval::launch_status* status, backend::loop_box<A>* out) {
+  typename Plan::template frame<false> f;
+  f.args = &args;
+  f.status = status;
+  backend::loop_box<A> box;
+  eval::forward::bounds(loop, f, box.lo, box.hi);
+  *out = box;
+}
+
+// Whether an expression reads field memory (then it is evaluated on the device).
+template <class E>
+inline constexpr bool reads_fields_v = false;
+template <class Op, class... K>
+inline constexpr bool reads_fields_v<node<Op, K...>> = is_access_op<Op> || (reads_fields_v<K> || ...);
+
+template <class Loop, int A>
+constexpr bool bounds_read_fields() {
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return (reads_fields_v<std::remove_cvref_t<decltype(detail::get<Is>(std::declval<Loop>().kids))>> || ...);
+  }(std::make_index_sequence<2 * A>{});
+}
+
+// A copy of the bound arguments whose integer fields point to host copies, so
+// that the adstack can be sized on the host from loop bounds that read them.
+template <class View>
+void mirror_view(View& v, std::vector<std::vector<unsigned char>>& keep) {
+  if constexpr (requires { v.data; v.extent; }) {
+    using T = typename View::value_type;
+    if constexpr (std::is_integral_v<T>) {
+      std::size_t const bytes = std::size_t(v.size()) * sizeof(T);
+      keep.emplace_back(bytes);
+      copy_to_host(keep.back().data(), v.data, bytes, "adstack sizing");
+      v.data = reinterpret_cast<T*>(keep.back().data());
+    }
+  }
+}
+template <class... V>
+detail::tuple<V...> host_mirror(detail::tuple<V...> args, std::vector<std::vector<unsigned char>>& keep) {
+  [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    (mirror_view(detail::get<Is>(args), keep), ...);
+  }(std::index_sequence_for<V...>{});
+  return args;
+}
+
+inline void after_launch(std::string_view kernel, eval::launch_status* device_status, eval::launch_status& status,
+                         bool read_status) {
+  cudaError_t const launched = cudaGetLastError();
+  if (launched != cudaSuccess)
+    throw cuda_error("kernel '" + std::string(kernel) + "': launch failed: " + cudaGetErrorName(launched) + " (" +
+                     cudaGetErrorString(launched) + ")");
+  if (read_status) {
+    cudaError_t const copied = cudaMemcpy(&status, device_status, sizeof(status), cudaMemcpyDeviceToHost);
+    if (copied != cudaSuccess)
+      throw cuda_error("kernel '" + std::string(kernel) + "': " + cudaGetErrorName(copied) + " (" +
+                       cudaGetErrorString(copied) + ")");
+  }
+}
+
+template <class Plan>
+constexpr bool reads_status = CTG_BOUNDS_CHECK || Plan::uses_stack;
+
+template <class Pass, int Slots, class Args, class S>
+void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_status& status, long long iterations,
+                 int* unsized, std::string_view kernel) {
+  using plan = typename Pass::template plan<Args, parallel_offload<S>, Slots>;
+  auto const& loop = unwrap_funcs<S>::get(o.stmt);
+  using L = std::remove_cvref_t<decltype(loop)>;
+  constexpr int A = L::op_type::axes;
+  auto* dstatus = static_cast<eval::launch_status*>(scratch::status().get(sizeof(eval::launch_status) + 64, "launch status"));
+  check(cudaMemsetAsync(dstatus, 0, sizeof(eval::launch_status)), "kernel '" + std::string(kernel) + "'");
+
+  backend::loop_box<A> box;
+  if constexpr (bounds_read_fields<L, A>()) {
+    auto* dbox = reinterpret_cast<backend::loop_box<A>*>(reinterpret_cast<unsigned char*>(dstatus) +
+                                                         sizeof(eval::launch_status));
+    bounds_kernel<plan><<<1, 1>>>(loop, args, dstatus, dbox);
+    after_launch(kernel, dstatus, status, false);
+    check(cudaMemcpy(&box, dbox, sizeof(box), cudaMemcpyDeviceToHost), "kernel '" + std::string(kernel) + "'");
+  } else {
+    typename plan::template frame<false> host;
+    host.args = &args;
+    host.status = &status;
+    eval::forward::bounds(loop, host, box.lo, box.hi);
+  }
+  std::int64_t const count = box.count();
+  if (count <= 0) return;
+  auto const& body = detail::get<2 * A>(loop.kids);
+
+  long long capacity = 0;
+  if constexpr (plan::uses_stack) {
+    std::vector<std::vector<unsigned char>> keep;
+    Args const mirrored = host_mirror(args, keep);
+    ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
+    for (int a = 0; a < A; ++a) env.idx[0][a] = {box.lo[a], box.hi[a] - 1, true};
+    int site = -1;
+    capacity = plan::stack_bytes(body, mirrored, env, iterations, site);
+    if (site >= 0) {
+      if (unsized) *unsized = site;
+      return;
+    }
+    capacity = (capacity + 15) / 16 * 16;  // keep every thread's slice aligned
+  }
+  std::int64_t blocks = (count + block_size - 1) / block_size;
+  blocks = std::min<std::int64_t>(blocks, std::int64_t(multiprocessors()) * 32);
+  if (capacity > 0) {  // bound the adstack allocation to about 1 GiB
+    std::int64_t const max_threads = std::max<std::int64_t>(block_size, (std::int64_t(1) << 30) / capacity);
+    blocks = std::max<std::int64_t>(1, std::min(blocks, max_threads / block_size));
+  }
+  unsigned char* stacks = nullptr;
+  if (capacity > 0)
+    stacks = static_cast<unsigned char*>(
+        scratch::stacks().get(std::size_t(blocks) * block_size * std::size_t(capacity), "adstack"));
+  parallel_offload_kernel<plan><<<unsigned(blocks), block_size>>>(body, args, box, count, dstatus, stacks, capacity);
+  after_launch(kernel, dstatus, status, reads_status<plan>);
+}
+
+template <class Pass, int Slots, class Args, class B>
+void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_status& status, long long iterations,
+                 int* unsized, std::string_view kernel) {
+  using plan = typename Pass::template plan<Args, serial_offload<B>, Slots>;
+  auto* dstatus = static_cast<eval::launch_status*>(scratch::status().get(sizeof(eval::launch_status) + 64, "launch status"));
+  check(cudaMemsetAsync(dstatus, 0, sizeof(eval::launch_status)), "kernel '" + std::string(kernel) + "'");
+  long long capacity = 0;
+  if constexpr (plan::uses_stack) {
+    std::vector<std::vector<unsigned char>> keep;
+    Args const mirrored = host_mirror(args, keep);
+    ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
+    int site = -1;
+    capacity = plan::stack_bytes(o.body, mirrored, env, iterations, site);
+    if (site >= 0) {
+      if (unsized) *unsized = site;
+      return;
+    }
+  }
+  unsigned char* stack = capacity > 0 ? static_cast<unsigned char*>(scratch::stacks().get(std::size_t(capacity), "adstack"))
+                                      : nullptr;
+  serial_offload_kernel<plan><<<1, 1>>>(o.body, args, dstatus, stack, capacity);
+  after_launch(kernel, dstatus, status, reads_status<plan>);
+}
+
+// Waits for every launch so far; raises the first asynchronous error.
+inline void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+}  // namespace ctg::cuda
+#endif

@@ -1,0 +1,139 @@
+// What every backend needs to run one offload in one pass (forward, tangent,
+// reverse): the frame type, how to prepare a thread's frame, and what one
+// iteration does. Backends only decide where iterations run.
+#pragma once
+#include <cstdint>
+
+#include "../ad/offload.hpp"
+#include "../ad/tangent.hpp"
+#include "../eval/analysis.hpp"
+#include "../eval/forward.hpp"
+#include "../eval/status.hpp"
+
+namespace ctg::backend {
+
+using namespace ctg::ir;
+
+template <class Offload>
+struct offload_root;
+template <class S>
+struct offload_root<parallel_offload<S>> {
+  using type = S;
+};
+template <class B>
+struct offload_root<serial_offload<B>> {
+  using type = B;
+};
+
+// The index box of a parallel offload.
+template <int A>
+struct loop_box {
+  int lo[A];
+  int hi[A];
+  CTG_HOST_DEVICE std::int64_t count() const {
+    std::int64_t n = 1;
+    for (int a = 0; a < A; ++a) n *= hi[a] > lo[a] ? std::int64_t(hi[a] - lo[a]) : 0;
+    return n;
+  }
+  // Sets the offload-level indices of iteration `it` (row-major, last axis fastest).
+  template <class Fr>
+  CTG_HOST_DEVICE void set(Fr& f, std::int64_t it) const {
+    if constexpr (A == 1) {
+      f.idx[0][0] = lo[0] + int(it);
+    } else {
+      for (int a = A - 1; a >= 0; --a) {
+        std::int64_t const n = hi[a] - lo[a];
+        f.idx[0][a] = lo[a] + int(it % n);
+        it /= n;
+      }
+    }
+  }
+};
+
+// Records an adstack overflow: the first overflowing loop site, and the most
+// bytes any thread needed.
+CTG_HOST_DEVICE void report_overflow(eval::launch_status* s, int site, long long required, long long available) {
+  if (eval::claim_failure(s, eval::failure::adstack_overflow)) {
+    s->site = site;
+    s->available = available;
+  }
+#if CTG_DEVICE_PASS
+  atomicMax(reinterpret_cast<unsigned long long*>(&s->required), (unsigned long long)required);
+#else
+  std::atomic_ref<long long> r(s->required);
+  long long cur = r.load();
+  while (cur < required && !r.compare_exchange_weak(cur, required)) {
+  }
+#endif
+}
+
+struct forward_pass {
+  template <class Args, class Offload, int Slots>
+  struct plan {
+    using shape = eval::loop_shape<Offload>;
+    using locals = typename eval::slot_storage<typename offload_root<Offload>::type, Slots>::type;
+    template <bool Parallel>
+    using frame = eval::frame<Args, locals, shape::levels, shape::axes, Parallel>;
+    static constexpr bool uses_stack = false;
+    template <class Fr>
+    CTG_HOST_DEVICE static void prepare(Fr&, unsigned char*, long long) {}
+    template <class Body, class Fr>
+    CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
+      eval::forward::eval(body, f);
+    }
+  };
+};
+
+struct tangent_pass {
+  template <class Args, class Offload, int Slots>
+  struct plan {
+    using shape = eval::loop_shape<Offload>;
+    using locals = typename eval::slot_storage<typename offload_root<Offload>::type, Slots>::type;
+    template <bool Parallel>
+    using frame = ad::tangent_frame<Args, locals, shape::levels, shape::axes, Parallel>;
+    static constexpr bool uses_stack = false;
+    template <class Fr>
+    CTG_HOST_DEVICE static void prepare(Fr&, unsigned char*, long long) {}
+    template <class Body, class Fr>
+    CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
+      ad::tangent::run_body(body, f);
+    }
+  };
+};
+
+struct reverse_pass {
+  template <class Args, class Offload, int Slots>
+  struct plan : ad::reverse_plan<Args, Offload, Slots> {
+    using base = ad::reverse_plan<Args, Offload, Slots>;
+    static constexpr bool uses_stack = base::demand.uses_stack;
+    template <class Fr>
+    CTG_HOST_DEVICE static void prepare(Fr& f, unsigned char* stack, long long capacity) {
+      ad::zero_all(f.adj);
+      f.stack = ad::adstack{stack, capacity, 0, 0, -1};
+    }
+    template <class Body, class Fr>
+    CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
+      base::evaluator::run_body(body, f);
+      if (f.stack.overflowed()) {
+        report_overflow(f.status, f.stack.overflow_site, f.stack.high, f.stack.capacity);
+        prepare(f, f.stack.base, f.stack.capacity);
+      }
+    }
+    // Bytes of adstack one thread needs (host side; reads the fields loop
+    // bounds depend on). Sets `unsized` to the loop site no launch can bound.
+    template <class Body, class Env>
+    static long long stack_bytes(Body const& body, Args const& args, Env const& env, long long iterations,
+                                 int& unsized) {
+      if constexpr (!uses_stack) {
+        return 0;
+      } else {
+        typename base::capacity walk{{&args}, iterations};
+        walk.visit(body, env);
+        unsized = walk.unsized_site;
+        return walk.bytes;
+      }
+    }
+  };
+};
+
+}  // namespace ctg::backend

@@ -1,0 +1,193 @@
+// The same kernels on host and device fields: forward values, gradients and
+// tangents must agree (up to the order of floating-point atomics).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <ctgrad/ctgrad.hpp>
+#include <vector>
+
+using namespace ctg::literals;
+
+namespace {
+
+template <class F>
+auto on_device(F const& f) {
+  return f.clone(ctg::device);
+}
+
+// The largest relative difference between two arrays, reported once (with
+// where it is) rather than once per element.
+template <class T>
+void check_close(std::vector<T> const& a, std::vector<T> const& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  std::size_t where = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double const err = std::abs(double(a[i]) - double(b[i])) / (1.0 + std::abs(double(b[i])));
+    if (err > worst) worst = err, where = i;
+  }
+  INFO("worst at " << where << ": " << double(a[where]) << " vs " << double(b[where]));
+  CHECK(worst <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("map: forward and adjoint on the device match the host") {
+  int const n = 1 << 20;
+  ctg::field<float, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  std::vector<float> xs(n), seeds(n);
+  for (int i = 0; i < n; ++i) xs[i] = 0.001f * float(i % 3000) - 1.0f, seeds[i] = 1.0f + float(i % 7);
+  x.copy_from(xs);
+  y.grad().copy_from(seeds);
+  auto dx = on_device(x), dy = on_device(y);
+  dy.grad().copy_from(seeds);
+  auto k = ctg::kernel<"map">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = ctg::sin(x[i]) * x[i] + ctg::exp(x[i] * 0.5f); });
+  });
+  k(x, y);
+  k(dx, dy);
+  check_close(dy.to_vector(), y.to_vector(), 1e-5);
+  k.grad(x, y);
+  k.grad(dx, dy);
+  check_close(dx.grad().to_vector(), x.grad().to_vector(), 1e-5);
+  check_close(dy.grad().to_vector(), std::vector<float>(n, 0.0f), 0);  // stores clear their gradient
+}
+
+TEST_CASE("reduction and scatter: atomics on the device") {
+  int const n = 1 << 18;
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"});
+  ctg::field<double, 0, ctg::grad> loss({}, {.name = "loss"});
+  ctg::field<int, 1> bucket({n}, {.name = "bucket"});
+  ctg::field<double, 1, ctg::grad> hist({64}, {.name = "hist"});
+  std::vector<double> xs(n);
+  std::vector<int> bs(n);
+  for (int i = 0; i < n; ++i) xs[i] = std::sin(0.01 * i), bs[i] = (i * 7919) % 64;
+  x.copy_from(xs);
+  bucket.copy_from(bs);
+  auto dx = on_device(x);
+  auto dloss = on_device(loss);
+  auto dbucket = on_device(bucket);
+  auto dhist = on_device(hist);
+  auto k = ctg::kernel<"reduce">([](auto x, auto loss, auto bucket, auto hist) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::block(loss() += x[i] * x[i], hist[bucket[i]] += ctg::tanh(x[i]));
+    });
+  });
+  k(x, loss, bucket, hist);
+  k(dx, dloss, dbucket, dhist);
+  CHECK(dloss.to_vector()[0] == doctest::Approx(loss.at()).epsilon(1e-10));
+  check_close(dhist.to_vector(), hist.to_vector(), 1e-10);
+  loss.grad().fill(1.0);
+  dloss.grad().fill(1.0);
+  std::vector<double> hseed(64);
+  for (int b = 0; b < 64; ++b) hseed[b] = 0.5 + b;
+  hist.grad().copy_from(hseed);
+  dhist.grad().copy_from(hseed);
+  k.grad(x, loss, bucket, hist);
+  k.grad(dx, dloss, dbucket, dhist);
+  auto g = dx.grad().to_vector();
+  for (int i = 0; i < n; i += 997) {
+    double const t = std::tanh(xs[i]);
+    CHECK(g[i] == doctest::Approx(2 * xs[i] + hseed[bs[i]] * (1 - t * t)).epsilon(1e-10));
+  }
+}
+
+TEST_CASE("nested carried recurrence: the adstack on the device") {
+  int const n = 4096;
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  ctg::field<int, 0> steps({}, {.name = "steps"});
+  steps.at() = 24;
+  std::vector<double> xs(n);
+  for (int i = 0; i < n; ++i) xs[i] = 0.2 + 0.5 * std::sin(0.37 * i);
+  x.copy_from(xs);
+  y.grad().fill(1.0);
+  auto dx = on_device(x), dy = on_device(y);
+  auto dsteps = on_device(steps);
+  dy.grad().fill(1.0);
+  auto k = ctg::kernel<"recurrence">([](auto x, auto y, auto steps) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::let(x[i], [=](auto v) {
+        return ctg::block(ctg::range(steps(), [=](auto) { return v = ctg::sin(v) * 1.3 + x[i] * 0.2; }), y[i] = v);
+      });
+    });
+  });
+  k(x, y, steps);
+  k(dx, dy, dsteps);
+  check_close(dy.to_vector(), y.to_vector(), 1e-12);
+  k.grad(x, y, steps);
+  k.grad(dx, dy, dsteps);
+  check_close(dx.grad().to_vector(), x.grad().to_vector(), 1e-12);
+}
+
+TEST_CASE("while_ with an explicit adstack capacity; overflow raises") {
+  int const n = 1000;
+  ctg::field<float, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  std::vector<float> xs(n);
+  for (int i = 0; i < n; ++i) xs[i] = 0.5f + 0.001f * float(i);
+  x.copy_from(xs);
+  auto body = [](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::let(x[i], [=](auto v) {
+        return ctg::block(ctg::while_(v < 10.0f, v = v * v + 1.0f), y[i] = v);
+      });
+    });
+  };
+  auto roomy = ctg::kernel<"roomy", ctg::adstack_capacity<16>>(body);
+  auto tight = ctg::kernel<"tight", ctg::adstack_capacity<1>>(body);
+  auto dx = on_device(x), dy = on_device(y);
+  y.grad().fill(1.0f);
+  dy.grad().fill(1.0f);
+  roomy(x, y);
+  roomy(dx, dy);
+  roomy.grad(x, y);
+  roomy.grad(dx, dy);
+  check_close(dx.grad().to_vector(), x.grad().to_vector(), 1e-6);
+  CHECK_THROWS_AS(tight.grad(dx, dy), ctg::autodiff_error);
+}
+
+TEST_CASE("vector elements, serial offloads and tangents on the device") {
+  int const n = 512;
+  using V3 = Eigen::Vector3f;
+  ctg::field<V3, 1, ctg::grad | ctg::dual> p({n}, {.name = "p"});
+  ctg::field<float, 1, ctg::grad | ctg::dual> e({n}, {.name = "e"});
+  ctg::field<float, 0, ctg::grad | ctg::dual> total({}, {.name = "total"});
+  std::vector<V3> ps(n);
+  for (int i = 0; i < n; ++i) ps[i] = V3(std::cos(0.1f * i), std::sin(0.2f * i), 0.01f * i);
+  p.copy_from(ps);
+  auto dp = on_device(p);
+  auto de = on_device(e);
+  auto dtotal = on_device(total);
+  auto k = ctg::kernel<"energy">([](auto p, auto e, auto total) {
+    return ctg::block(ctg::range(p.size(), [=](auto i) {
+                        return e[i] = ctg::norm(ctg::cross(p[i], ctg::vec(0.0f, 0.0f, 1.0f))) + p[i][2_c] * p[i][2_c];
+                      }),
+                      total() = 0.0f, ctg::serial_range(p.size(), [=](auto i) { return total() = total() + e[i]; }));
+  });
+  k(p, e, total);
+  k(dp, de, dtotal);
+  CHECK(dtotal.to_vector()[0] == doctest::Approx(total.at()).epsilon(1e-4));
+  total.grad().fill(1.0f);
+  dtotal.grad().fill(1.0f);
+  k.grad(p, e, total);
+  k.grad(dp, de, dtotal);
+  auto hg = p.grad().to_vector(), dg = dp.grad().to_vector();
+  for (int i = 0; i < n; ++i) CHECK((hg[i] - dg[i]).norm() < 1e-4f * (1 + hg[i].norm()));
+  std::vector<V3> dir(n, V3(1, 0.5f, -0.25f));
+  p.dual().copy_from(dir);
+  dp.dual().copy_from(dir);
+  k.fwd(p, e, total);
+  k.fwd(dp, de, dtotal);
+  CHECK(dtotal.dual().to_vector()[0] == doctest::Approx(total.dual().at()).epsilon(1e-4));
+}
+
+TEST_CASE("errors on the device: mixed memory spaces, indices out of range") {
+  ctg::field<float, 1> h({4}, {.name = "h"});
+  ctg::field<float, 1> d({4}, {.name = "d", .space = ctg::device});
+  auto copy = ctg::kernel<"copy">([](auto a, auto b) { return ctg::range(4, [=](auto i) { return b[i] = a[i]; }); });
+  CHECK_THROWS_AS(copy(h, d), ctg::launch_error);
+#if CTG_BOUNDS_CHECK
+  auto shifted = ctg::kernel<"shifted">([](auto a, auto b) { return ctg::range(4, [=](auto i) { return b[i] = a[i + 1]; }); });
+  ctg::field<float, 1> d2({4}, {.name = "d2", .space = ctg::device});
+  CHECK_THROWS_AS(shifted(d, d2), ctg::index_error);
+#endif
+}
