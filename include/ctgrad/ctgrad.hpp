@@ -5,6 +5,7 @@
 #include "errors.hpp"
 #include "field.hpp"
 #include "ir/expr.hpp"
+#include "check/diagnostics.hpp"
 #include "check_gradient.hpp"
 #include "kernel.hpp"
 #include "tape.hpp"

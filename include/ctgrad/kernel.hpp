@@ -8,6 +8,7 @@
 
 #include "backend/cpu/launch.hpp"
 #include "backend/plan.hpp"
+#include "check/diagnostics.hpp"
 #if defined(__CUDACC__)
 #  include "backend/cuda/launch.hpp"
 #endif
@@ -141,16 +142,20 @@ class kernel_t {
   template <class... A>
   void grad(A const&... args) const {
     using checks = reverse_checks<A...>;
-    static_assert(!checks::d1,
-                  "CTG-AD-001 a nested non-static loop carries values the reverse pass needs, but the "
-                  "kernel was built with ctg::no_adstack: remove ctg::no_adstack (the adstack keeps one "
-                  "snapshot per iteration), make the loop a ctg::static_range, or restructure so the "
-                  "loop's carried locals enter only linearly");
-    static_assert(!checks::unsized,
-                  "CTG-AD-003 a nested loop whose trip count no launch can bound (a while_, or bounds "
-                  "computed from locals) carries values the reverse pass needs: give the kernel "
-                  "ctg::adstack_capacity<N> with N the most iterations such a loop runs per thread");
-    if constexpr (checks::ok) launch<backend::reverse_pass>(args...);
+    // The first finding, if any, as one compile error naming kernel, field
+    // parameter and func; the launch is then not instantiated at all.
+    if constexpr (!checks::ok) {
+      (void)sizeof(typename first_diagnostic<Name, checks::findings>::type);
+    } else {
+      launch<backend::reverse_pass>(args...);
+    }
+  }
+
+  // The gradient diagnostics for arguments of these types, as a constexpr
+  // value: static_assert(!k.template diagnose<Args...>().has(ctg::finding::...)).
+  template <class... A>
+  static constexpr report diagnose() {
+    return reverse_checks<A...>::findings;
   }
 
   // Forward mode: runs the kernel and propagates tangents from the inputs'
@@ -182,13 +187,63 @@ class kernel_t {
   // What the reverse pass of this kernel needs, decided from the types.
   template <class... A>
   struct reverse_checks {
-    using kir_t = decltype(std::declval<kernel_t const&>().ir(std::declval<A const&>()...));
+    template <std::size_t... Is>
+    static auto build(std::index_sequence<Is...>)
+        -> decltype(ir::build_kernel_ir(std::declval<F const&>(),
+                                        ir::arg_traits<int(Is), A>::handle(std::declval<A const&>())...));
+    using kir_t = decltype(build(std::index_sequence_for<A...>{}));
     using args_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
-    using summary = reverse_summary<args_t, decltype(kir_t::offloads), kir_t::slots>;
-    static constexpr bool d1 = options::no_adstack && summary::uses_stack;
-    static constexpr bool unsized = !options::no_adstack && summary::unbounded && options::capacity < 0;
-    static constexpr bool ok = !d1 && !unsized;
+    using offloads_t = decltype(kir_t::offloads);
+    using summary = reverse_summary<args_t, offloads_t, kir_t::slots>;
+    using rules = check::kernel_checks<args_t, offloads_t, kir_t::slots>;
+    static constexpr report findings = [] {
+      report r = rules::evaluate(nullptr, nullptr, false);
+      if (options::no_adstack && summary::uses_stack) r.add(finding::nested_loop_needs_adstack, -1, -1);
+      if (!options::no_adstack && summary::unbounded && options::capacity < 0) r.add(finding::adstack_unsized, -1, -1);
+      return r;
+    }();
+    static constexpr bool ok = findings.ok();
   };
+
+  // Pairs that plain numbers decide are checked here, with the same IDs.
+  template <class Checks, class Kir, class Bound, class... A>
+  static void check_at_launch(Kir const& kir, Bound const& bound, A const&... args) {
+    if constexpr (Checks::findings.undecided > 0) {
+      report const r = Checks::rules::evaluate(&kir.offloads, &bound, true);
+      if (!r.ok()) {
+        auto const& e = r.items[0];
+        std::string where = e.param >= 0 ? " (" + detail::describe_param(e.param, args...) + ")" : std::string();
+        if (e.func[0]) where += " in func '" + std::string(e.func) + "'";
+        throw autodiff_error("kernel '" + std::string(Name.view()) + "'" + where + ": " +
+                             check::message(int(e.what)));
+      }
+    }
+  }
+
+  // Two parameters bound to the same differentiable storage would make the
+  // adjoint read and write one gradient buffer under two names.
+  template <class... A>
+  static void check_aliasing(A const&... args) {
+    void const* ids[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
+    bool grad[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
+    int i = 0;
+    auto note_one = [&](auto const& a) {
+      using T = std::remove_cvref_t<decltype(a)>;
+      if constexpr (is_field_v<T>) {
+        ids[i] = a.storage_id();
+        grad[i] = T::has_grad;
+      }
+      ++i;
+    };
+    (note_one(args), ...);
+    for (int p = 0; p < int(sizeof...(A)); ++p)
+      for (int q = p + 1; q < int(sizeof...(A)); ++q)
+        if (ids[p] && ids[p] == ids[q] && (grad[p] || grad[q]))
+          throw autodiff_error("kernel '" + std::string(Name.view()) + "': CTG-AD-012 " +
+                               detail::describe_param(p, args...) + " and " + detail::describe_param(q, args...) +
+                               " share one differentiable storage; the adjoint would mix their gradients. Pass "
+                               "the field once, or copy it (clone) into a second field");
+  }
 
   // Under a tape the adjoint is replayed later; a kernel whose reverse cannot
   // be built raises then (the same ID k.grad reports at compile time).
@@ -196,15 +251,11 @@ class kernel_t {
   void record_on(tape& t, A const&... args) const {
     (note(t, args), ...);
     using checks = reverse_checks<A...>;
-    if constexpr (checks::d1) {
+    if constexpr (!checks::ok) {
       t.record([] {
-        throw autodiff_error("kernel '" + std::string(Name.view()) +
-                             "': CTG-AD-001 a nested loop needs the adstack but the kernel has ctg::no_adstack");
-      });
-    } else if constexpr (checks::unsized) {
-      t.record([] {
-        throw autodiff_error("kernel '" + std::string(Name.view()) +
-                             "': CTG-AD-003 a nested loop's trip count cannot be bounded: add ctg::adstack_capacity<N>");
+        auto const& e = checks::findings.items[0];
+        throw autodiff_error("kernel '" + std::string(Name.view()) + "' recorded on a tape: " +
+                             check::message(int(e.what)));
       });
     } else {
       t.record([self = *this, captured = std::make_tuple(args...)] {
@@ -227,6 +278,10 @@ class kernel_t {
     constexpr int slots = decltype(kir)::slots;
     constexpr std::size_t count = decltype(kir.offloads)::size;
     constexpr bool backwards = std::is_same_v<Pass, backend::reverse_pass>;
+    if constexpr (backwards) {
+      check_aliasing(args...);
+      check_at_launch<reverse_checks<A...>>(kir, bound, args...);
+    }
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (run_one<Pass, slots>(detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), bound, space, args...), ...);
     }(std::make_index_sequence<count>{});

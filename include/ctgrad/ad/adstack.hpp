@@ -24,7 +24,7 @@ struct adstack {
   CTG_HOST_DEVICE void push(T const& v, int site) {
     std::int64_t const n = std::int64_t(sizeof(T));
     if (top + n <= capacity) {
-      memcpy(base + top, &v, sizeof(T));
+      memcpy(base + top, static_cast<void const*>(&v), sizeof(T));
     } else if (overflow_site < 0) {
       overflow_site = site;
     }
@@ -35,7 +35,7 @@ struct adstack {
   CTG_HOST_DEVICE void pop(T& v) {
     std::int64_t const n = std::int64_t(sizeof(T));
     top -= n;
-    if (top >= 0 && top + n <= capacity) memcpy(&v, base + top, sizeof(T));
+    if (top >= 0 && top + n <= capacity) memcpy(static_cast<void*>(&v), base + top, sizeof(T));
   }
 };
 

@@ -73,7 +73,7 @@ CTG_HOST_DEVICE auto sum_cmul(A const& a, B const& b) {
 }
 
 template <class M>
-CTG_HOST_DEVICE M transposed(M const& m) {
+CTG_HOST_DEVICE auto transposed(M const& m) {
   return ir::fn::transpose::apply(m);
 }
 

@@ -1,0 +1,253 @@
+// The field accesses of one offload in program order, as a type list of
+// events: loads, stores and atomics, each with the path of kid indices that
+// leads to its access node (so that launch-time checks can read the literal
+// values inside it), the loop sites that enclose it within the offload body,
+// and, for loads, whether the reverse pass needs the loaded value.
+#pragma once
+#include <type_traits>
+#include <utility>
+
+#include "../ad/analysis.hpp"
+
+namespace ctg::check {
+
+using namespace ctg::ir;
+
+enum class access_kind { load, store, accumulate, extremum };
+
+// A loop enclosing an event, packed in an int: its frame site, its index
+// level (15 for while_, which has no index) and its number of axes.
+constexpr int loop_entry(int site, int level, int axes) { return site * 256 + level * 16 + axes; }
+constexpr int entry_level(int e) { return (e / 16) % 16; }
+constexpr int entry_axes(int e) { return e % 16; }
+inline constexpr int while_level = 15;
+
+template <access_kind Kind, class Path, bool Needed, class Loops>
+struct event {
+  static constexpr access_kind kind = Kind;
+  using path = Path;
+  static constexpr bool needed = Needed;
+  using loops = Loops;  // std::integer_sequence<int, loop_entry...>, outermost first
+};
+
+template <std::size_t... P>
+using path_t = std::index_sequence<P...>;
+
+template <class Path, std::size_t K>
+struct path_append;
+template <std::size_t... P, std::size_t K>
+struct path_append<std::index_sequence<P...>, K> {
+  using type = std::index_sequence<P..., K>;
+};
+
+template <class Loops, int Site>
+struct loops_append;
+template <int... S, int Site>
+struct loops_append<std::integer_sequence<int, S...>, Site> {
+  using type = std::integer_sequence<int, S..., Site>;
+};
+
+// The node at a path below a root.
+template <class Path>
+struct at_path;
+template <>
+struct at_path<std::index_sequence<>> {
+  template <class N>
+  static constexpr N const& get(N const& n) {
+    return n;
+  }
+};
+template <std::size_t P, std::size_t... Rest>
+struct at_path<std::index_sequence<P, Rest...>> {
+  template <class N>
+  static constexpr auto const& get(N const& n) {
+    return at_path<std::index_sequence<Rest...>>::get(detail::get<P>(n.kids));
+  }
+};
+template <class Root, class Path>
+using node_at_t = std::remove_cvref_t<decltype(at_path<Path>::get(std::declval<Root const&>()))>;
+
+template <class... L>
+struct join_lists;
+template <>
+struct join_lists<> {
+  using type = detail::type_list<>;
+};
+template <class L>
+struct join_lists<L> {
+  using type = L;
+};
+template <class A, class B, class... Rest>
+struct join_lists<A, B, Rest...> {
+  using type = typename join_lists<detail::concat_t<A, B>, Rest...>::type;
+};
+
+// Walks statements and expressions. Analysis supplies is_active and needed.
+template <class Analysis>
+struct event_walk {
+  template <class E>
+  static constexpr bool active = Analysis::template is_active<E>;
+  static constexpr bool needed_slot(int s) { return Analysis::needed[s]; }
+
+  // ---- expressions: loads ------------------------------------------------------------------------
+  template <class E, class Path, bool Need, class Loops>
+  struct expr {
+    using type = detail::type_list<>;
+  };
+  template <class Op, class... K, class Path, bool Need, class Loops>
+  struct expr<node<Op, K...>, Path, Need, Loops> {
+    using N = node<Op, K...>;
+    template <std::size_t I>
+    static constexpr bool kid_need() {
+      using Kid = detail::tuple_element_t<I, detail::tuple<K...>>;
+      (void)sizeof(Kid);
+      if constexpr (is_access_op<Op>) {
+        return Need || active<N>;  // indices
+      } else if constexpr (requires { typename math_fn<Op>::type; }) {
+        using Fn = typename math_fn<Op>::type;
+        if constexpr (Fn::kind == fn::grad_kind::none || !active<N>)
+          return Need;
+        else
+          return Need || ad::rule<Fn>::template needs<int(I)>(active<K>...);
+      } else if constexpr (std::is_same_v<Op, op::select>) {
+        return I == 0 ? (Need || active<N>) : Need;
+      } else if constexpr (std::is_same_v<Op, op::component>) {
+        return I == 0 ? Need : (Need || active<N>);
+      } else {
+        return Need;
+      }
+    }
+    template <std::size_t... Is>
+    static auto kids_events(std::index_sequence<Is...>)
+        -> join_lists<typename expr<K, typename path_append<Path, Is>::type, kid_need<Is>(), Loops>::type...>;
+    using kids_type = typename decltype(kids_events(std::index_sequence_for<K...>{}))::type;
+    // Loads of the indices come before the load itself.
+    using own = std::conditional_t<is_access_op<Op>,
+                                   detail::type_list<event<access_kind::load, Path, Need, Loops>>,
+                                   detail::type_list<>>;
+    using type = detail::concat_t<kids_type, own>;
+  };
+  template <class Op>
+  struct math_fn;
+  template <class Fn>
+  struct math_fn<op::math<Fn>> {
+    using type = Fn;
+  };
+
+  // ---- statements ------------------------------------------------------------------------------
+  template <class S, class Path, class Loops>
+  struct stmt {
+    using type = detail::type_list<>;
+  };
+
+  template <class K, class Path, class Loops, std::size_t... Is>
+  static auto seq(std::index_sequence<Is...>)
+      -> join_lists<typename stmt<detail::tuple_element_t<Is, K>, typename path_append<Path, Is>::type, Loops>::type...>;
+
+  template <class... S, class Path, class Loops>
+  struct stmt<node<op::block, S...>, Path, Loops> {
+    using type = typename decltype(seq<detail::tuple<S...>, Path, Loops>(std::index_sequence_for<S...>{}))::type;
+  };
+  template <detail::fixed_string Name, class K, class Path, class Loops>
+  struct stmt<node<op::func_scope<Name>, K>, Path, Loops> {
+    using type = typename stmt<K, typename path_append<Path, 0>::type, Loops>::type;
+  };
+
+  // The written element of a store or atomic, seen through a component.
+  template <class L, class Path>
+  struct written {
+    using access = L;
+    using path = Path;
+    using indices = detail::type_list<>;
+  };
+  template <class V, class... I, class Path>
+  struct written<node<op::component, V, I...>, Path> {
+    using access = V;
+    using path = typename path_append<Path, 0>::type;
+  };
+
+  template <class L, class E, class Path, class Loops, access_kind Kind>
+  struct write_events {
+    using lhs_path = typename path_append<Path, 0>::type;
+    using W = written<L, lhs_path>;
+    using A = typename W::access;
+    // The written access's indices and the rhs are evaluated first.
+    template <std::size_t... Is>
+    static auto index_events(std::index_sequence<Is...>)
+        -> join_lists<typename expr<std::remove_cvref_t<decltype(kid<Is>(std::declval<A>()))>,
+                                    typename path_append<typename W::path, Is>::type, true, Loops>::type...>;
+    template <class LL, class = void>
+    struct component_index_events {
+      using type = detail::type_list<>;
+    };
+    template <class V, class... I>
+    struct component_index_events<node<op::component, V, I...>> {
+      template <std::size_t... Is>
+      static auto go(std::index_sequence<Is...>)
+          -> join_lists<typename expr<I, typename path_append<lhs_path, Is + 1>::type, true, Loops>::type...>;
+      using type = typename decltype(go(std::index_sequence_for<I...>{}))::type;
+    };
+    using type = typename join_lists<
+        typename decltype(index_events(std::make_index_sequence<A::arity>{}))::type,
+        typename component_index_events<L>::type,
+        typename expr<E, typename path_append<Path, 1>::type, false, Loops>::type,
+        detail::type_list<event<Kind, typename W::path, false, Loops>>>::type;
+  };
+
+  template <class L, class E, class Path, class Loops>
+  struct stmt<node<op::store, L, E>, Path, Loops> {
+    using type = typename write_events<L, E, Path, Loops, access_kind::store>::type;
+  };
+  template <atomic_kind K, class L, class E, class Path, class Loops>
+  struct stmt<node<op::atomic<K>, L, E>, Path, Loops> {
+    using type = typename write_events<L, E, Path, Loops,
+                                       (K == atomic_kind::add || K == atomic_kind::sub) ? access_kind::accumulate
+                                                                                        : access_kind::extremum>::type;
+  };
+  template <int Site, class L, class E, class Path, class Loops>
+  struct stmt<node<op::assign<Site>, L, E>, Path, Loops> {
+    static constexpr bool need = needed_slot(eval::assigned_local<L>::slot);
+    using type = typename join_lists<typename expr<L, typename path_append<Path, 0>::type, need, Loops>::type,
+                                     typename expr<E, typename path_append<Path, 1>::type, need, Loops>::type>::type;
+  };
+  template <int... S, class... K, class Path, class Loops>
+  struct stmt<node<op::let<S...>, K...>, Path, Loops> {
+    static constexpr int slots[] = {S...};
+    template <std::size_t... Is>
+    static auto inits(std::index_sequence<Is...>)
+        -> join_lists<typename expr<detail::tuple_element_t<Is, detail::tuple<K...>>, typename path_append<Path, Is>::type,
+                                    needed_slot(slots[Is]), Loops>::type...>;
+    using body = detail::tuple_element_t<sizeof...(S), detail::tuple<K...>>;
+    using type = detail::concat_t<typename decltype(inits(std::make_index_sequence<sizeof...(S)>{}))::type,
+                                  typename stmt<body, typename path_append<Path, sizeof...(S)>::type, Loops>::type>;
+  };
+  template <int Site, class C, class T, class E, class Path, class Loops>
+  struct stmt<node<op::if_<Site>, C, T, E>, Path, Loops> {
+    using type = typename join_lists<typename expr<C, typename path_append<Path, 0>::type, true, Loops>::type,
+                                     typename stmt<T, typename path_append<Path, 1>::type, Loops>::type,
+                                     typename stmt<E, typename path_append<Path, 2>::type, Loops>::type>::type;
+  };
+  template <int Site, class C, class B, class Path, class Loops>
+  struct stmt<node<op::while_<Site>, C, B>, Path, Loops> {
+    using inner = typename loops_append<Loops, loop_entry(Site, while_level, 0)>::type;
+    using type = typename join_lists<typename expr<C, typename path_append<Path, 0>::type, true, inner>::type,
+                                     typename stmt<B, typename path_append<Path, 1>::type, inner>::type>::type;
+  };
+  template <loop_kind Kd, int L, int A, int Site, class... K, class Path, class Loops>
+  struct stmt<node<op::loop<Kd, L, A, Site>, K...>, Path, Loops> {
+    template <std::size_t... Is>
+    static auto bounds(std::index_sequence<Is...>)
+        -> join_lists<typename expr<detail::tuple_element_t<Is, detail::tuple<K...>>, typename path_append<Path, Is>::type,
+                                    true, Loops>::type...>;
+    using inner = typename loops_append<Loops, loop_entry(Site, L, A)>::type;
+    using body = detail::tuple_element_t<2 * A, detail::tuple<K...>>;
+    using type = detail::concat_t<typename decltype(bounds(std::make_index_sequence<2 * A>{}))::type,
+                                  typename stmt<body, typename path_append<Path, 2 * A>::type, inner>::type>;
+  };
+};
+
+template <class Analysis, class Body>
+using events_t = typename event_walk<Analysis>::template stmt<Body, std::index_sequence<>,
+                                                              std::integer_sequence<int>>::type;
+
+}  // namespace ctg::check
