@@ -346,8 +346,10 @@ class field {
     for (int a = 0; a < Rank; ++a) v.extent[a] = shape_[a];
     return v;
   }
-  // Identity of the storage, used to detect aliasing between kernel arguments.
-  void const* storage_id() const { return owner_.get(); }
+  // Identity of the buffer this handle's values live in, used to detect two
+  // kernel arguments naming the same field (a companion such as x.grad() is a
+  // different buffer).
+  void const* storage_id() const { return data_; }
 
   std::string shape_string() const {
     std::ostringstream os;

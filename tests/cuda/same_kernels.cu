@@ -104,12 +104,14 @@ TEST_CASE("nested carried recurrence: the adstack on the device") {
   auto dx = on_device(x), dy = on_device(y);
   auto dsteps = on_device(steps);
   dy.grad().fill(1.0);
-  auto k = ctg::kernel<"recurrence">([](auto x, auto y, auto steps) {
-    return ctg::range(x.size(), [=](auto i) {
-      return ctg::let(x[i], [=](auto v) {
-        return ctg::block(ctg::range(steps(), [=](auto) { return v = ctg::sin(v) * 1.3 + x[i] * 0.2; }), y[i] = v);
-      });
+  // The loop sits in a value-returning func (its name travels in the kernel's type).
+  auto iterate = ctg::func<"iterate">([](auto x0, auto steps) {
+    return ctg::let(x0, [=](auto v) {
+      return ctg::block(ctg::range(steps(), [=](auto) { return v = ctg::sin(v) * 1.3 + x0 * 0.2; }), ctg::result(v));
     });
+  });
+  auto k = ctg::kernel<"recurrence">([=](auto x, auto y, auto steps) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = iterate(x[i], steps); });
   });
   k(x, y, steps);
   k(dx, dy, dsteps);

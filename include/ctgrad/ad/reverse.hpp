@@ -180,7 +180,7 @@ struct reverse {
     return tape<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
   }
 
-  template <bool Need, class Fr, detail::fixed_string Name, class K>
+  template <bool Need, class Fr, class Name, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::func_scope<Name>, K> const& n, Fr& f) {
     auto kt = record<Need>(kid<0>(n), f);
     return tape<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
@@ -281,7 +281,7 @@ struct reverse {
       backprop(kid<2>(n), detail::get<2>(t.kids), convert<value_t<B>>(g), f);
   }
 
-  template <class Fr, detail::fixed_string Name, class K, class Tp, class G>
+  template <class Fr, class Name, class K, class Tp, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::func_scope<Name>, K> const& n, Tp const& t, G const& g, Fr& f) {
     backprop(kid<0>(n), detail::get<0>(t.kids), g, f);
   }
@@ -365,7 +365,7 @@ struct reverse {
       (forward_stmt<M>(detail::get<Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
-  template <mode M, class Fr, detail::fixed_string Name, class K>
+  template <mode M, class Fr, class Name, class K>
   CTG_HOST_DEVICE static void forward_stmt(node<op::func_scope<Name>, K> const& n, Fr& f) {
     forward_stmt<M>(kid<0>(n), f);
   }
@@ -458,7 +458,7 @@ struct reverse {
       (rev(detail::get<count - 1 - Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
-  template <class Fr, detail::fixed_string Name, class K>
+  template <class Fr, class Name, class K>
   CTG_HOST_DEVICE static void rev(node<op::func_scope<Name>, K> const& n, Fr& f) {
     rev(kid<0>(n), f);
   }

@@ -44,7 +44,7 @@ inline constexpr bool boundable_v<node<op::math<Fn>, K...>> =
     (boundable_v<K> && ...);
 template <class T, class K>
 inline constexpr bool boundable_v<node<op::cast<T>, K>> = std::is_integral_v<T> && boundable_v<K>;
-template <detail::fixed_string N, class K>
+template <class N, class K>
 inline constexpr bool boundable_v<node<op::func_scope<N>, K>> = boundable_v<K>;
 
 template <int Levels, int Axes>
@@ -72,7 +72,7 @@ struct interval_eval {
   interval operator()(node<op::loop_index<L, A>> const&, Env const& env) const {
     return env.idx[L][A];
   }
-  template <class Env, detail::fixed_string N, class K>
+  template <class Env, class N, class K>
   interval operator()(node<op::func_scope<N>, K> const& n, Env const& env) const {
     return (*this)(kid<0>(n), env);
   }

@@ -106,7 +106,7 @@ struct tangent {
   CTG_HOST_DEVICE static auto eval(node<op::stop_grad, K> const& n, Fr& f) {
     return constant_dual(forward::eval(kid<0>(n), f));
   }
-  template <class Fr, detail::fixed_string Name, class K>
+  template <class Fr, class Name, class K>
   CTG_HOST_DEVICE static auto eval(node<op::func_scope<Name>, K> const& n, Fr& f) {
     return eval(kid<0>(n), f);
   }
@@ -141,7 +141,7 @@ struct tangent {
       (exec(detail::get<Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
-  template <class Fr, detail::fixed_string Name, class K>
+  template <class Fr, class Name, class K>
   CTG_HOST_DEVICE static void exec(node<op::func_scope<Name>, K> const& n, Fr& f) {
     exec(kid<0>(n), f);
   }

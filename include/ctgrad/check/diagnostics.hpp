@@ -6,13 +6,15 @@
 #pragma once
 #include "../detail/fixed_string.hpp"
 #include "../detail/meta.hpp"
+#include "../ir/node.hpp"
 #include "messages.hpp"
 #include "rules.hpp"
 
 namespace ctg {
 
-// Where a finding sits: kernel, field parameter (-1: none), func ("": none).
-template <detail::fixed_string Kernel, int Param, detail::fixed_string Func>
+// Where a finding sits: kernel, field parameter (-1: none), func ("": none),
+// the names as character packs so that every compiler prints them as text.
+template <class Kernel, int Param, class Func>
 struct where {};
 
 template <finding F, class Where>
@@ -56,7 +58,7 @@ template <detail::fixed_string Kernel, report const& R>
 struct first_diagnostic {
   static constexpr auto first = R.items[0];
   static constexpr auto func = detail::fixed_string<detail::length(first.func) + 1>::from(first.func);
-  using type = diagnostic<first.what, where<Kernel, first.param, func>>;
+  using type = diagnostic<first.what, where<ir::func_name<Kernel>, first.param, ir::func_name<func>>>;
 };
 
 }  // namespace ctg

@@ -148,7 +148,7 @@ struct event_walk {
   struct stmt<node<op::block, S...>, Path, Loops> {
     using type = typename decltype(seq<detail::tuple<S...>, Path, Loops>(std::index_sequence_for<S...>{}))::type;
   };
-  template <detail::fixed_string Name, class K, class Path, class Loops>
+  template <class Name, class K, class Path, class Loops>
   struct stmt<node<op::func_scope<Name>, K>, Path, Loops> {
     using type = typename stmt<K, typename path_append<Path, 0>::type, Loops>::type;
   };

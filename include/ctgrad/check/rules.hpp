@@ -76,7 +76,7 @@ template <class S>
 struct enclosing_func {
   static constexpr char const* name = "";
 };
-template <detail::fixed_string N, class K>
+template <class N, class K>
 struct enclosing_func<node<op::func_scope<N>, K>> {
   static constexpr char const* name = enclosing_func<K>::name[0] ? enclosing_func<K>::name : op::func_scope<N>::name.c_str();
 };

@@ -132,7 +132,7 @@ struct forward {
     }(std::index_sequence_for<K...>{});
     return m;
   }
-  template <class Fr, detail::fixed_string Name, class K>
+  template <class Fr, class Name, class K>
   CTG_HOST_DEVICE static auto eval(node<op::func_scope<Name>, K> const& n, Fr& f) {
     return eval(kid<0>(n), f);
   }

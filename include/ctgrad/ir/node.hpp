@@ -5,7 +5,9 @@
 // tagged by loop level, locals by slot, fields by parameter position.
 #pragma once
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "../config.hpp"
 #include "../detail/fixed_string.hpp"
@@ -57,6 +59,24 @@ enum class loop_kind { range, serial };
 
 // Atomic read-modify-write kinds on a field element.
 enum class atomic_kind { add, sub, min, max };
+
+// A name as a character pack: compilers print it as text in diagnostics, and
+// nvcc can spell it in the __global__ template arguments of a launch (it
+// cannot spell class-type template arguments such as fixed_string there).
+template <char... C>
+struct name_chars {
+  static constexpr char chars[sizeof...(C) + 1] = {C..., '\0'};
+  static constexpr char const* c_str() { return chars; }
+  static constexpr std::string_view view() { return {chars, sizeof...(C)}; }
+};
+template <detail::fixed_string Name>
+struct name_of {
+  template <std::size_t... Is>
+  static auto spell(std::index_sequence<Is...>) -> name_chars<Name.chars[Is]...>;
+  using type = decltype(spell(std::make_index_sequence<Name.view().size()>{}));
+};
+template <detail::fixed_string Name>
+using func_name = typename name_of<Name>::type;
 
 namespace op {
 
@@ -111,10 +131,11 @@ struct component {};
 template <int R, int C>
 struct make_matrix {};
 // The body of a ctg::func call, kept as a node so checks see through it and
-// messages can name the func.
-template <detail::fixed_string Name>
+// messages can name the func. N is a func_name<"...">: a type, so that
+// deducing it needs no class-type template parameter (nvcc cannot deduce those).
+template <class N>
 struct func_scope {
-  static constexpr auto name = Name;
+  static constexpr N name{};
 };
 
 // ---- statements ------------------------------------------------------------
@@ -223,7 +244,7 @@ template <class C, class A, class B>
 struct value_of<node<op::select, C, A, B>> {
   using type = std::common_type_t<value_t<A>, value_t<B>>;
 };
-template <detail::fixed_string Name, class K>
+template <class Name, class K>
 struct value_of<node<op::func_scope<Name>, K>> {
   using type = value_t<K>;
 };

@@ -92,8 +92,9 @@ struct pending_let : pending_tag {
   F body;
 };
 
-// A call of a ctg::func: inlined at lowering with the caller's context.
-template <detail::fixed_string Name, class F, class... Args>
+// A call of a ctg::func: inlined at lowering with the caller's context. Name
+// is a func_name<"...">.
+template <class Name, class F, class... Args>
 struct pending_call : pending_tag {
   F fn;
   detail::tuple<Args...> args;
@@ -266,7 +267,7 @@ struct func_t {
   // its caller's locals through them.
   template <class... A>
   [[nodiscard]] constexpr auto operator()(A const&... a) const {
-    return ir::pending_call<Name, F, std::remove_cvref_t<decltype(pass(a))>...>{{}, fn, {{{pass(a)}...}}};
+    return ir::pending_call<ir::func_name<Name>, F, std::remove_cvref_t<decltype(pass(a))>...>{{}, fn, {{{pass(a)}...}}};
   }
 
  private:

@@ -328,7 +328,7 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
   }(std::index_sequence_for<Inits...>{});
 }
 
-template <class Ctx, detail::fixed_string Name, class F, class... Args>
+template <class Ctx, class Name, class F, class... Args>
 constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
   auto r = lower_seq<Ctx>(p.args);
   auto body = detail::apply(p.fn, r.ir);

@@ -25,7 +25,7 @@ template <int S>
 inline constexpr bool is_while_op<op::while_<S>> = true;
 template <class Op>
 inline constexpr bool is_func_scope_op = false;
-template <detail::fixed_string N>
+template <class N>
 inline constexpr bool is_func_scope_op<op::func_scope<N>> = true;
 
 // ---- let-blocks inside expressions ------------------------------------------------
@@ -222,7 +222,7 @@ struct unwrap_funcs {
   using type = S;
   static constexpr S const& get(S const& s) { return s; }
 };
-template <detail::fixed_string N, class K>
+template <class N, class K>
 struct unwrap_funcs<node<op::func_scope<N>, K>> {
   using type = typename unwrap_funcs<K>::type;
   static constexpr type const& get(node<op::func_scope<N>, K> const& s) {
