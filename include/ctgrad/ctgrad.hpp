@@ -4,6 +4,7 @@
 #include "element.hpp"
 #include "errors.hpp"
 #include "field.hpp"
+#include "ir/custom.hpp"
 #include "ir/expr.hpp"
 #include "check/diagnostics.hpp"
 #include "check_gradient.hpp"

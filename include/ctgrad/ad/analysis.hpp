@@ -77,7 +77,7 @@ struct activity_rules {
         return false;
       else
         return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
-    } else if constexpr (std::is_same_v<Op, op::select>) {
+    } else if constexpr (std::is_same_v<Op, op::select> || is_custom_op<Op>) {
       return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
     } else if constexpr (is_cast<Op>::value) {
       return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
@@ -232,6 +232,8 @@ struct offload_analysis {
           (mark_expr<K>(need || rule<Fn>::template needs<int(Is)>(is_active<K>...), out), ...);
         }(std::index_sequence_for<K...>{});
       }
+    } else if constexpr (is_custom_op<Op>) {
+      (mark_expr<K>(need || act, out), ...);  // a hand-written backward may read every operand
     } else if constexpr (std::is_same_v<Op, op::select>) {
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         ((Is == 0 ? mark_expr<K>(need || act, out) : mark_expr<K>(need, out)), ...);

@@ -144,6 +144,20 @@ struct reverse {
       return rule<Fn>::template needs<I>(active<K>...);
   }
 
+  template <bool Need, class Fr, class N, class F, class... K>
+  CTG_HOST_DEVICE static auto record_node(node<op::custom<N, F>, K...> const& n, Fr& f) {
+    using Node = node<op::custom<N, F>, K...>;
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto kids = detail::make_tuple(record<Need || active<Node>>(detail::get<Is>(n.kids), f)...);
+      if constexpr (Need) {
+        auto v = n.op.fn.forward(detail::get<Is>(kids).value...);
+        return tape<decltype(v), std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{v, kids};
+      } else {
+        return tape<absent<value_t<Node>>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{{}, kids};
+      }
+    }(std::index_sequence_for<K...>{});
+  }
+
   template <bool Need, class Fr, class T, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::cast<T>, K> const& n, Fr& f) {
     auto kt = record<Need>(kid<0>(n), f);
@@ -266,6 +280,22 @@ struct reverse {
       }(std::index_sequence_for<K...>{});
       backprop(k, detail::get<std::size_t(I)>(t.kids), convert<value_t<Kid>>(gk), f);
     }
+  }
+
+  template <class Fr, class N, class F, class... K, class Tp, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::custom<N, F>, K...> const& n, Tp const& t, G const& g, Fr& f) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      static_assert(requires { n.op.fn.backward(detail::get<Is>(t.kids).value..., g); },
+                    "CTG-AD-009 a custom-gradient functor used where a gradient flows has no "
+                    "backward(operands..., g) member");
+      auto const gs = n.op.fn.backward(detail::get<Is>(t.kids).value..., g);
+      if constexpr (sizeof...(K) == 1) {
+        backprop(detail::get<0>(n.kids), detail::get<0>(t.kids), convert<value_t<K>...>(gs), f);
+      } else {
+        (backprop(detail::get<Is>(n.kids), detail::get<Is>(t.kids), convert<value_t<K>>(detail::get<Is>(gs)), f),
+         ...);
+      }
+    }(std::index_sequence_for<K...>{});
   }
 
   template <class Fr, class T, class K, class Tp, class G>

@@ -79,6 +79,23 @@ struct tangent {
       }
     }(std::index_sequence_for<K...>{});
   }
+  template <class Fr, class N, class F, class... K>
+  CTG_HOST_DEVICE static auto eval(node<op::custom<N, F>, K...> const& n, Fr& f) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      auto const kids = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
+      auto const v = n.op.fn.forward(detail::get<Is>(kids).v...);
+      using V = std::remove_cvref_t<decltype(v)>;
+      if constexpr (requires { n.op.fn.tangent(detail::get<Is>(kids).v..., detail::get<Is>(kids).d...); }) {
+        return dual_value<V>{v, convert<V>(n.op.fn.tangent(detail::get<Is>(kids).v..., detail::get<Is>(kids).d...))};
+      } else {
+        static_assert(detail::dependent_false<F>,
+                      "CTG-AD-010 a custom-gradient functor used in forward mode (k.fwd) has no "
+                      "tangent(operands..., tangents...) member");
+        return dual_value<V>{v, zero_of<V>()};
+      }
+    }(std::index_sequence_for<K...>{});
+  }
+
   template <class Fr, class T, class K>
   CTG_HOST_DEVICE static dual_value<T> eval(node<op::cast<T>, K> const& n, Fr& f) {
     auto const k = eval(kid<0>(n), f);

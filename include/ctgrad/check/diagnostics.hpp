@@ -47,6 +47,11 @@ struct diagnostic<finding::atomic_extremum_on_gradient, W> {
   static constexpr bool raised = true;
 };
 template <class W>
+struct diagnostic<finding::no_derivative_rule, W> {
+  static_assert(detail::dependent_false<W>, CTG_IMPL_MSG_AD_009);
+  static constexpr bool raised = true;
+};
+template <class W>
 struct diagnostic<finding::gradient_buffer_read, W> {
   static_assert(detail::dependent_false<W>, CTG_IMPL_MSG_AD_011);
   static constexpr bool raised = true;

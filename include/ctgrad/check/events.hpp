@@ -109,6 +109,8 @@ struct event_walk {
           return Need;
         else
           return Need || ad::rule<Fn>::template needs<int(I)>(active<K>...);
+      } else if constexpr (is_custom_op<Op>) {
+        return Need || active<N>;
       } else if constexpr (std::is_same_v<Op, op::select>) {
         return I == 0 ? (Need || active<N>) : Need;
       } else if constexpr (std::is_same_v<Op, op::component>) {

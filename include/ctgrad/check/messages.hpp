@@ -31,6 +31,11 @@
   "CTG-AD-008 atomic_min/atomic_max on a field with a gradient: an atomic choice has no derivative rule. " \
   "Fix: keep such fields without ctg::grad, or compute the extremum with ctg::min/ctg::max"
 
+#define CTG_IMPL_MSG_AD_009                                                                                \
+  "CTG-AD-009 no derivative rule: a gradient flows through a ctg::custom_gradient functor that has no "  \
+  "backward(operands..., g) member. Fix: give the functor a backward, or wrap the call in ctg::stop_grad " \
+  "if no gradient should flow through it"
+
 #define CTG_IMPL_MSG_AD_011                                                                                \
   "CTG-AD-011 a kernel being differentiated reads or writes a gradient or tangent buffer (f.grad() / "    \
   "f.dual()): the adjoint would differentiate through its own bookkeeping. Fix: pass the buffer to the " \
@@ -46,6 +51,7 @@ constexpr char const* message(int id) {
     case 3: return CTG_IMPL_MSG_AD_003;
     case 4: return CTG_IMPL_MSG_AD_004;
     case 8: return CTG_IMPL_MSG_AD_008;
+    case 9: return CTG_IMPL_MSG_AD_009;
     case 11: return CTG_IMPL_MSG_AD_011;
     default: return "CTG-AD-000 unknown finding";
   }

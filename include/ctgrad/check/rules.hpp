@@ -20,6 +20,7 @@ enum class finding : int {
   adstack_unsized = 3,              // CTG-AD-003
   overwritten_after_read = 4,       // CTG-AD-004
   atomic_extremum_on_gradient = 8,  // CTG-AD-008
+  no_derivative_rule = 9,           // CTG-AD-009
   gradient_buffer_read = 11,        // CTG-AD-011
 };
 
@@ -141,6 +142,26 @@ constexpr int common_loops() {
   while (n < seq_size<A>::size && n < seq_size<B>::size && seq_size<A>::at(n) == seq_size<B>::at(n)) ++n;
   return n;
 }
+
+// An active custom-gradient call whose functor has no backward.
+template <class Analysis, class N>
+struct missing_backward : std::false_type {};
+template <class Analysis, class Op, class... K>
+struct missing_backward<Analysis, node<Op, K...>> {
+  template <class O>
+  static constexpr bool own() {
+    if constexpr (is_custom_op<O>) {
+      using N = node<Op, K...>;
+      if constexpr (Analysis::template is_active<N>)
+        return !requires(O const& o, value_t<K> const&... k, value_t<N> const& g) { o.fn.backward(k..., g); };
+      else
+        return false;
+    } else {
+      return false;
+    }
+  }
+  static constexpr bool value = own<Op>() || (missing_backward<Analysis, K>::value || ...);
+};
 
 template <class List>
 struct to_tuple;
@@ -285,9 +306,11 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     }(std::make_index_sequence<na>{});
   }
 
-  // ---- the rest: extrema and gradient buffers --------------------------------------------------------
+  // ---- the rest: extrema, gradient buffers, missing derivative rules -----------------------------------
   template <std::size_t K>
   static constexpr void others(report& r) {
+    if constexpr (missing_backward<analysis<K>, typename view<K>::body>::value)
+      r.add(finding::no_derivative_rule, -1, int(K), view<K>::func);
     using E = typename to_tuple<events<K>>::type;
     using body = typename view<K>::body;
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {

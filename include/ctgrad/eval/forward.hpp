@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "../backend/atomic.hpp"
+#include "../ir/custom.hpp"
 #include "../ir/expr.hpp"
 #include "../lower/normalize.hpp"
 #include "frame.hpp"
@@ -94,6 +95,12 @@ struct forward {
   CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       return Fn::apply(eval(detail::get<Is>(n.kids), f)...);
+    }(std::index_sequence_for<K...>{});
+  }
+  template <class Fr, class N, class F, class... K>
+  CTG_HOST_DEVICE static auto eval(node<op::custom<N, F>, K...> const& n, Fr& f) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return n.op.fn.forward(eval(detail::get<Is>(n.kids), f)...);
     }(std::index_sequence_for<K...>{});
   }
   template <class Fr, class T, class K>

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../ir/custom.hpp"
 #include "builders.hpp"
 
 namespace ctg::ir {
@@ -107,6 +108,14 @@ constexpr auto settle(Op op, detail::tuple<K...> const& t) {
 
 template <class Fn, class... K>
 constexpr auto settle(op::math<Fn> op, detail::tuple<K...> const& t) {
+  using A = typename anchor_value<K...>::type;
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return rebuild(op, settle_against<A>(detail::get<Is>(t))...);
+  }(std::index_sequence_for<K...>{});
+}
+
+template <class N, class F, class... K>
+constexpr auto settle(op::custom<N, F> op, detail::tuple<K...> const& t) {
   using A = typename anchor_value<K...>::type;
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return rebuild(op, settle_against<A>(detail::get<Is>(t))...);
