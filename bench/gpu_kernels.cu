@@ -129,6 +129,47 @@ void BM_map_adjoint(benchmark::State& state) {
       [&] { map_adjoint<<<blocks_for(d.n), threads>>>(d.x.data(), d.x.grad().data(), d.y.grad().data(), d.n); });
 }
 
+// ---- reference points: a plain copy (the card's streaming bandwidth) and a
+// linear map whose adjoint is pure streaming ------------------------------------------------------
+__global__ void copy_kernel(float const* x, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    y[i] = x[i];
+}
+__global__ void affine_adjoint(float* gx, float* gy, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    float const g = gy[i];
+    gy[i] = 0.0f;
+    gx[i] += 2.0f * g;
+  }
+}
+auto affine_kernel = ctg::kernel<"affine">([](auto x, auto y) {
+  return ctg::range(x.size(), [=](auto i) { return y[i] = 2.0f * x[i] + 1.0f; });
+});
+
+void BM_copy_reference(benchmark::State& state) {
+  map_data d;
+  event_timer timer;
+  double total = 0;
+  for (auto _ : state) {
+    double const t = timer.seconds([&] { copy_kernel<<<blocks_for(d.n), threads>>>(d.x.data(), d.y.data(), d.n); });
+    total += t;
+    state.SetIterationTime(t);
+  }
+  state.counters["GB/s"] = benchmark::Counter(8.0 * double(d.n) * double(state.iterations()) / total * 1e-9);
+}
+void BM_affine_forward(benchmark::State& state) {
+  map_data d;
+  paired(
+      state, 8.0 * double(d.n), [&] { affine_kernel(d.x, d.y); },
+      [&] { copy_kernel<<<blocks_for(d.n), threads>>>(d.x.data(), d.y.data(), d.n); });
+}
+void BM_affine_adjoint(benchmark::State& state) {
+  map_data d;
+  paired(
+      state, 16.0 * double(d.n), [&] { affine_kernel.grad(d.x, d.y); },
+      [&] { affine_adjoint<<<blocks_for(d.n), threads>>>(d.x.grad().data(), d.y.grad().data(), d.n); });
+}
+
 // ---- 1-D wave stencil, fields indexed [t][i] --------------------------------------------------
 constexpr int wave_cells = 1 << 22;
 constexpr int wave_steps = 16;
@@ -279,13 +320,120 @@ void BM_springs_forward(benchmark::State& state) {
       });
 }
 
+__global__ void spring_adjoint(float2 const* x, int const* a, int const* b, float const* rest, float2 const* gf,
+                               float2* gx, int m, float k) {
+  for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < m; s += gridDim.x * blockDim.x) {
+    float2 const d = make_float2(x[a[s]].x - x[b[s]].x, x[a[s]].y - x[b[s]].y);
+    float const len = sqrtf(d.x * d.x + d.y * d.y);
+    // force = d * c, c = -k (len - r) / len; adjoint of f[a] += force, f[b] -= force.
+    float2 const gforce = make_float2(gf[a[s]].x - gf[b[s]].x, gf[a[s]].y - gf[b[s]].y);
+    float const c = -k * (len - rest[s]) / len;
+    float const gc = gforce.x * d.x + gforce.y * d.y;
+    // dc/dlen = -k r / len^2, dlen/dd = d / len
+    float const glen = gc * (-k * rest[s] / (len * len));
+    float2 const gd = make_float2(gforce.x * c + glen * d.x / len, gforce.y * c + glen * d.y / len);
+    atomicAdd(&gx[a[s]].x, gd.x);
+    atomicAdd(&gx[a[s]].y, gd.y);
+    atomicAdd(&gx[b[s]].x, -gd.x);
+    atomicAdd(&gx[b[s]].y, -gd.y);
+  }
+}
+
+void BM_springs_adjoint(benchmark::State& state) {
+  spring_data d;
+  spring_kernel(d.x, d.a, d.b, d.rest, d.f, d.k);
+  std::vector<vec2> seed(masses);
+  for (int i = 0; i < masses; ++i) seed[std::size_t(i)] = vec2(std::sin(0.1f * float(i)), std::cos(0.3f * float(i)));
+  d.f.grad().copy_from(seed);
+  spring_kernel.grad(d.x, d.a, d.b, d.rest, d.f, d.k);
+  auto ours = d.x.grad().to_vector();
+  d.x.zero_grad();
+  spring_adjoint<<<blocks_for(springs), threads>>>(reinterpret_cast<float2 const*>(d.x.data()), d.a.data(), d.b.data(),
+                                                   d.rest.data(), reinterpret_cast<float2 const*>(d.f.grad().data()),
+                                                   reinterpret_cast<float2*>(d.x.grad().data()), springs, d.k);
+  auto theirs = d.x.grad().to_vector();
+  for (int i = 0; i < masses; i += 4099)
+    require((ours[std::size_t(i)] - theirs[std::size_t(i)]).norm() <= 1e-2f * (1 + theirs[std::size_t(i)].norm()),
+            "spring adjoint");
+  paired(
+      state, double(springs) * (8 + 4 * 4 + 4 * 4 + 4 * 4),
+      [&] { spring_kernel.grad(d.x, d.a, d.b, d.rest, d.f, d.k); },
+      [&] {
+        spring_adjoint<<<blocks_for(springs), threads>>>(reinterpret_cast<float2 const*>(d.x.data()), d.a.data(),
+                                                         d.b.data(), d.rest.data(),
+                                                         reinterpret_cast<float2 const*>(d.f.grad().data()),
+                                                         reinterpret_cast<float2*>(d.x.grad().data()), springs, d.k);
+      });
+}
+
+// ---- carried nonlinear recurrence: the adstack on the device -----------------------------------------
+constexpr int rec_n = 1 << 20;
+constexpr int rec_steps = 64;
+
+__global__ void recurrence_adjoint(float const* x, float const* gy, float* gx, float* stack, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    // Forward with the carried values kept, as a hand-written adjoint would.
+    float v = x[i];
+    float* mine = stack + (long long)i * rec_steps;
+    for (int s = 0; s < rec_steps; ++s) {
+      mine[s] = v;
+      v = sinf(v) * 0.9f + x[i] * 0.1f;
+    }
+    float gv = gy[i], gxi = 0.0f;
+    for (int s = rec_steps - 1; s >= 0; --s) {
+      gxi += gv * 0.1f;
+      gv = gv * cosf(mine[s]) * 0.9f;
+    }
+    gx[i] += gxi + gv;
+  }
+}
+
+auto recurrence_kernel = ctg::kernel<"recurrence">([](auto x, auto y) {
+  return ctg::range(x.size(), [=](auto i) {
+    return ctg::let(x[i], [=](auto v) {
+      return ctg::block(ctg::range(rec_steps, [=](auto) { return v = ctg::sin(v) * 0.9f + x[i] * 0.1f; }), y[i] = v);
+    });
+  });
+});
+
+void BM_recurrence_adjoint(benchmark::State& state) {
+  ctg::field<float, 1, ctg::grad> x({rec_n}, {.name = "x", .space = ctg::device}), y({rec_n}, {.name = "y", .space = ctg::device});
+  std::vector<float> xs(rec_n), seed(rec_n, 1.0f);
+  for (int i = 0; i < rec_n; ++i) xs[std::size_t(i)] = 0.5f * std::sin(0.01f * float(i));
+  x.copy_from(xs);
+  float* stack = nullptr;
+  cudaMalloc(&stack, sizeof(float) * std::size_t(rec_n) * rec_steps);
+  recurrence_kernel(x, y);
+  // The adjoint zeroes y.grad; both variants get the seed back before each run.
+  auto ours = [&] {
+    cudaMemcpyAsync(y.grad().data(), seed.data(), sizeof(float) * rec_n, cudaMemcpyHostToDevice);
+    recurrence_kernel.grad(x, y);
+  };
+  auto theirs = [&] {
+    cudaMemcpyAsync(y.grad().data(), seed.data(), sizeof(float) * rec_n, cudaMemcpyHostToDevice);
+    recurrence_adjoint<<<blocks_for(rec_n), threads>>>(x.data(), y.grad().data(), x.grad().data(), stack, rec_n);
+  };
+  ours();
+  auto a = x.grad().to_vector();
+  x.zero_grad();
+  theirs();
+  compare(a, x.grad().to_vector(), 1e-4, "recurrence adjoint");
+  paired(state, double(rec_n) * 16.0, ours, theirs);
+  cudaFree(stack);
+}
+
 }  // namespace
 
+BENCHMARK(BM_copy_reference)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_affine_forward)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_affine_adjoint)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_map_forward)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_map_adjoint)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_wave_forward)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_wave_adjoint)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 BENCHMARK(BM_springs_forward)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_springs_adjoint)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+BENCHMARK(BM_recurrence_adjoint)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
 int main(int argc, char** argv) {
   std::string why;

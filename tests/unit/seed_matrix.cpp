@@ -307,3 +307,28 @@ TEST_CASE("two parameters bound to one differentiable field raise at launch, nam
   vector_t y(4);
   CHECK_NOTHROW(peek.grad(a, y, a.grad()));
 }
+
+TEST_CASE("time-indexed stencils: distinct time slots clear the pair, equal ones do not") {
+  ctg::field<float, 2, ctg::grad> u(3, 8);
+  ctg::field<float, 0, ctg::grad> c;
+  using u_t = decltype(u);
+  auto wave = ctg::kernel<"wave">([](auto u, auto c, int t) {
+    return ctg::range(1, 7, [=](auto i) { return u(t + 1, i) = u(t, i - 1) * c() + u(t, i + 1) - u(t - 1, i); });
+  });
+  auto smear = ctg::kernel<"smear">([](auto u, auto c, int t) {
+    return ctg::range(1, 7, [=](auto i) { return u(t, i) = u(t, i - 1) * c(); });
+  });
+  using namespace ctg::literals;
+  auto fixed = ctg::kernel<"fixed">([](auto u, auto c) {
+    return ctg::range(1, 7, [=](auto i) { return u(2_c, i) = u(1_c, i - 1) * c(); });
+  });
+  // Plain-number time slots are compared at launch; compile-time ones at once.
+  static_assert(decltype(wave)::diagnose<u_t, scalar_t, int>().ok());
+  static_assert(decltype(wave)::diagnose<u_t, scalar_t, int>().undecided > 0);
+  static_assert(decltype(fixed)::diagnose<u_t, scalar_t>().ok());
+  static_assert(decltype(fixed)::diagnose<u_t, scalar_t>().undecided == 0);
+  wave(u, c, 1);
+  CHECK_NOTHROW(wave.grad(u, c, 1));
+  smear(u, c, 1);
+  CHECK_THROWS_WITH_AS(smear.grad(u, c, 1), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
+}

@@ -312,20 +312,30 @@ constexpr verdict d2_pair(S const* s, L const* l, Loop const* loop, Args const* 
     return unknown ? verdict::unknown : verdict::error;
   } else {
     // Both follow the loop index: per axis, indices that follow it must be
-    // equal; an axis where only one does is an error; others are ignored.
-    verdict out = verdict::ok;
+    // equal, and an axis where only one does is an error (the seed's rule).
+    // Axes where neither does are ignored by that rule; here they also clear
+    // the pair when their values provably differ (u(t + 1, i) against
+    // u(t, i - 1): different time slots never touch the same element).
+    verdict loop_axes = verdict::ok;
+    bool disjoint = false, maybe_disjoint = false;
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
         using SE = typename access_indices<S>::template index<K>;
         using LE = typename access_indices<L>::template index<K>;
-        if constexpr (refs_level_v<SE, 0> && refs_level_v<LE, 0>)
-          out = either(out, equal_index(kid_ptr<K>(s), kid_ptr<K>(l), args));
-        else if constexpr (refs_level_v<SE, 0> || refs_level_v<LE, 0>)
-          out = verdict::error;
+        if constexpr (refs_level_v<SE, 0> && refs_level_v<LE, 0>) {
+          loop_axes = either(loop_axes, equal_index(kid_ptr<K>(s), kid_ptr<K>(l), args));
+        } else if constexpr (refs_level_v<SE, 0> || refs_level_v<LE, 0>) {
+          loop_axes = verdict::error;
+        } else {
+          verdict const v = same_value(kid_ptr<K>(s), kid_ptr<K>(l), args);
+          if (v == verdict::error) disjoint = true;
+          else if (v == verdict::unknown) maybe_disjoint = true;
+        }
       };
       (axis(std::integral_constant<std::size_t, Is>{}), ...);
     }(std::make_index_sequence<std::size_t(rank)>{});
-    return out;
+    if (disjoint || loop_axes == verdict::ok) return verdict::ok;
+    return maybe_disjoint ? verdict::unknown : loop_axes;
   }
 }
 
