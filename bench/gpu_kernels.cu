@@ -85,9 +85,9 @@ __global__ void map_forward(float const* x, float* y, long long n) {
 __global__ void map_adjoint(float const* x, float* gx, float* gy, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     float const g = gy[i];
-    gy[i] = 0.0f;
     float const v = x[i];
     gx[i] += g * (cosf(v) * v + sinf(v));
+    gy[i] = 0.0f;  // after the accumulation: the faster order on the GPU
   }
 }
 
@@ -138,8 +138,8 @@ __global__ void copy_kernel(float const* x, float* y, long long n) {
 __global__ void affine_adjoint(float* gx, float* gy, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     float const g = gy[i];
-    gy[i] = 0.0f;
     gx[i] += 2.0f * g;
+    gy[i] = 0.0f;
   }
 }
 auto affine_kernel = ctg::kernel<"affine">([](auto x, auto y) {
@@ -187,11 +187,11 @@ __global__ void wave_adjoint(float* gu, int t, int n, float c) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     long long const now = (long long)t * n, prev = (long long)(t - 1) * n, next = (long long)(t + 1) * n;
     float const g = gu[next + i];
-    gu[next + i] = 0.0f;
     atomicAdd(&gu[now + i], (2.0f - 2.0f * c) * g);
     atomicAdd(&gu[prev + i], -g);
     if (i > 0) atomicAdd(&gu[now + i - 1], c * g);
     if (i < n - 1) atomicAdd(&gu[now + i + 1], c * g);
+    gu[next + i] = 0.0f;
   }
 }
 
@@ -352,9 +352,16 @@ void BM_springs_adjoint(benchmark::State& state) {
                                                    d.rest.data(), reinterpret_cast<float2 const*>(d.f.grad().data()),
                                                    reinterpret_cast<float2*>(d.x.grad().data()), springs, d.k);
   auto theirs = d.x.grad().to_vector();
-  for (int i = 0; i < masses; i += 4099)
-    require((ours[std::size_t(i)] - theirs[std::size_t(i)]).norm() <= 1e-2f * (1 + theirs[std::size_t(i)].norm()),
-            "spring adjoint");
+  for (int i = 0; i < masses; i += 4099) {
+    if (!((ours[std::size_t(i)] - theirs[std::size_t(i)]).norm() <= 1e-2f * (1 + theirs[std::size_t(i)].norm()))) {
+      std::string const what = "gradient mismatch: spring adjoint at mass " + std::to_string(i) + ": ctgrad (" +
+                               std::to_string(ours[std::size_t(i)](0)) + ", " + std::to_string(ours[std::size_t(i)](1)) +
+                               ") hand-written (" + std::to_string(theirs[std::size_t(i)](0)) + ", " +
+                               std::to_string(theirs[std::size_t(i)](1)) + ")";
+      state.SkipWithError(what.c_str());  // this benchmark stops here; the others still run
+      return;
+    }
+  }
   paired(
       state, double(springs) * (8 + 4 * 4 + 4 * 4 + 4 * 4),
       [&] { spring_kernel.grad(d.x, d.a, d.b, d.rest, d.f, d.k); },

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <span>
@@ -183,6 +184,9 @@ class field {
   explicit field(E... extents) : field(shape_type{int(extents)...}, field_options{}) {}
 
   explicit field(field_options opts) requires(Rank == 0) : field(shape_type{}, opts) {}
+
+  // field<float, 2> f({rows, cols}, {.name = "f", .space = ctg::device}).
+  field(std::initializer_list<int> shape, field_options opts = {}) : field(to_shape(shape, opts.name), opts) {}
 
   explicit field(shape_type shape, field_options opts = {}) : shape_(shape) {
     for (int a = 0; a < Rank; ++a)
@@ -362,6 +366,16 @@ class field {
  private:
   template <class, int, flags>
   friend class field;
+
+  static shape_type to_shape(std::initializer_list<int> list, std::string_view name) {
+    if (list.size() != std::size_t(Rank))
+      throw launch_error("field '" + std::string(name) + "': " + std::to_string(list.size()) +
+                         " extents given for a field of rank " + std::to_string(Rank));
+    shape_type s{};
+    std::size_t a = 0;
+    for (int e : list) s[a++] = e;
+    return s;
+  }
 
   struct no_allocation {};
   explicit field(no_allocation) {}

@@ -182,6 +182,70 @@ TEST_CASE("vector elements, serial offloads and tangents on the device") {
   CHECK(dtotal.dual().to_vector()[0] == doctest::Approx(total.dual().at()).epsilon(1e-4));
 }
 
+TEST_CASE("mass-spring scatter with vector locals: forward and adjoint on the device match the host") {
+  using vec2 = Eigen::Vector2f;
+  // More springs than a launch has threads: each thread runs several iterations.
+  int const masses = 1 << 20, springs = 1 << 22;
+  ctg::field<vec2, 1, ctg::grad> x({masses}, {.name = "x"}), f({masses}, {.name = "f"});
+  ctg::field<int, 1> a({springs}, {.name = "a"}), b({springs}, {.name = "b"});
+  ctg::field<float, 1, ctg::grad> rest({springs}, {.name = "rest"});
+  std::vector<vec2> xs(masses), seed(masses);
+  std::vector<int> as(springs), bs(springs);
+  unsigned state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (int i = 0; i < masses; ++i) xs[std::size_t(i)] = vec2(float(i % 1024), float(i / 1024));
+  for (int s = 0; s < springs; ++s) {
+    as[std::size_t(s)] = int(next() % masses);
+    bs[std::size_t(s)] = (as[std::size_t(s)] + 1 + int(next() % 64)) % masses;
+  }
+  for (int i = 0; i < masses; ++i) seed[std::size_t(i)] = vec2(std::sin(0.1f * float(i)), std::cos(0.3f * float(i)));
+  x.copy_from(xs);
+  a.copy_from(as);
+  b.copy_from(bs);
+  rest.fill(1.0f);
+  auto dx = on_device(x);
+  auto df = on_device(f);
+  auto drest = on_device(rest);
+  auto da = on_device(a);
+  auto db = on_device(b);
+  auto k = ctg::kernel<"springs">([](auto x, auto a, auto b, auto rest, auto f, float stiffness) {
+    return ctg::range(a.size(), [=](auto s) {
+      return ctg::let(x[a[s]] - x[b[s]], [=](auto d) {
+        return ctg::let(ctg::norm(d), [=](auto len) {
+          return ctg::let(d * (-stiffness * (len - rest[s]) / len), [=](auto force) {
+            return ctg::block(f[a[s]] += force, f[b[s]] -= force);
+          });
+        });
+      });
+    });
+  });
+  k(x, a, b, rest, f, 10.0f);
+  k(dx, da, db, drest, df, 10.0f);
+  auto hf = f.to_vector(), dfv = df.to_vector();
+  double worst = 0;
+  for (int i = 0; i < masses; ++i) worst = std::max(worst, double((hf[std::size_t(i)] - dfv[std::size_t(i)]).norm()) / (1 + hf[std::size_t(i)].norm()));
+  CHECK(worst < 1e-4);
+  f.grad().copy_from(seed);
+  df.grad().copy_from(seed);
+  k.grad(x, a, b, rest, f, 10.0f);
+  k.grad(dx, da, db, drest, df, 10.0f);
+  auto hg = x.grad().to_vector(), dg = dx.grad().to_vector();
+  int nan_x = 0, nan_rest = 0;
+  for (auto const& v : dg) nan_x += std::isnan(v(0)) ? 1 : 0;
+  for (float v : drest.grad().to_vector()) nan_rest += std::isnan(v) ? 1 : 0;
+  INFO("NaN coefficients on the device: x.grad " << nan_x << ", rest.grad " << nan_rest);
+  worst = 0;
+  int where = 0;
+  for (int i = 0; i < masses; ++i) {
+    double const e = double((hg[std::size_t(i)] - dg[std::size_t(i)]).norm()) / (1 + hg[std::size_t(i)].norm());
+    if (e > worst) worst = e, where = i;
+  }
+  INFO("worst at mass " << where << ": host (" << hg[std::size_t(where)](0) << ", " << hg[std::size_t(where)](1)
+                        << ") device (" << dg[std::size_t(where)](0) << ", " << dg[std::size_t(where)](1) << ")");
+  CHECK(worst < 1e-4);
+  check_close(drest.grad().to_vector(), rest.grad().to_vector(), 1e-4);
+}
+
 TEST_CASE("errors on the device: mixed memory spaces, indices out of range") {
   ctg::field<float, 1> h({4}, {.name = "h"});
   ctg::field<float, 1> d({4}, {.name = "d", .space = ctg::device});

@@ -521,10 +521,22 @@ struct reverse {
       if (p == nullptr) return;
       using P = std::remove_pointer_t<decltype(p)>;
       P const g = *p;
-      *p = zero<P>();  // the store overwrote the element: its old value gets no gradient
-      if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+      // The store overwrote the element: its old value gets no gradient. When
+      // the rhs cannot touch this field's gradient, the clearing waits until
+      // the rhs's adjoints are accumulated: a GPU that stores to one buffer
+      // and then loads another in the same thread runs the pair about seven
+      // times slower (measured on an H200), and on the CPU the order is free.
+      if constexpr (!touches_param<E, A::op_type::param>) {
+        if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        *p = zero<P>();
+      } else {
+        *p = zero<P>();
+        if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+      }
     }
   }
+  template <class E, int I>
+  static constexpr bool touches_param = !std::is_same_v<typename accesses_of<I, E>::type, detail::type_list<>>;
 
   template <class Fr, atomic_kind K, class L, class E>
   CTG_HOST_DEVICE static void rev(node<op::atomic<K>, L, E> const& n, Fr& f) {

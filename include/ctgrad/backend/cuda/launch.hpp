@@ -65,12 +65,12 @@ constexpr int block_size = 256;
 template <class Plan, class Body, class Args, int A>
 __global__ void __launch_bounds__(block_size)
     parallel_offload_kernel(Body body, Args args, backend::loop_box<A> box, std::int64_t count,
-                            eval::launch_status* status, unsigned char* stacks, long long capacity) {
+                            eval::launch_status* status, unsigned char* stacks, long long slice, long long capacity) {
   typename Plan::template frame<true> f;
   f.args = &args;
   f.status = status;
   std::int64_t const tid = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  Plan::prepare(f, stacks ? stacks + tid * capacity : nullptr, capacity);
+  Plan::prepare(f, stacks ? stacks + tid * slice : nullptr, capacity);
   std::int64_t const stride = std::int64_t(gridDim.x) * blockDim.x;
   for (std::int64_t it = tid; it < count; it += stride) {
     box.set(f, it);
@@ -189,19 +189,20 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
       if (unsized) *unsized = site;
       return;
     }
-    capacity = (capacity + 15) / 16 * 16;  // keep every thread's slice aligned
   }
+  long long const stride = (capacity + 15) / 16 * 16;  // every thread's slice aligned; overflow still at capacity
   std::int64_t blocks = (count + block_size - 1) / block_size;
   blocks = std::min<std::int64_t>(blocks, std::int64_t(multiprocessors()) * 32);
   if (capacity > 0) {  // bound the adstack allocation to about 1 GiB
-    std::int64_t const max_threads = std::max<std::int64_t>(block_size, (std::int64_t(1) << 30) / capacity);
+    std::int64_t const max_threads = std::max<std::int64_t>(block_size, (std::int64_t(1) << 30) / stride);
     blocks = std::max<std::int64_t>(1, std::min(blocks, max_threads / block_size));
   }
   unsigned char* stacks = nullptr;
   if (capacity > 0)
     stacks = static_cast<unsigned char*>(
-        scratch::stacks().get(std::size_t(blocks) * block_size * std::size_t(capacity), "adstack"));
-  parallel_offload_kernel<plan><<<unsigned(blocks), block_size>>>(body, args, box, count, dstatus, stacks, capacity);
+        scratch::stacks().get(std::size_t(blocks) * block_size * std::size_t(stride), "adstack"));
+  parallel_offload_kernel<plan><<<unsigned(blocks), block_size>>>(body, args, box, count, dstatus, stacks, stride,
+                                                                  capacity);
   after_launch(kernel, dstatus, status, reads_status<plan>);
 }
 
