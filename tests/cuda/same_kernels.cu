@@ -257,3 +257,23 @@ TEST_CASE("errors on the device: mixed memory spaces, indices out of range") {
   CHECK_THROWS_AS(shifted(d, d2), ctg::index_error);
 #endif
 }
+
+TEST_CASE("a tape records device launches and replays them") {
+  int const n = 256;
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x", .space = ctg::device}), y({n}, {.name = "y", .space = ctg::device});
+  ctg::field<double, 0, ctg::grad> loss({.name = "loss", .space = ctg::device});
+  std::vector<double> xs(n);
+  for (int i = 0; i < n; ++i) xs[std::size_t(i)] = 0.01 * i;
+  x.copy_from(xs);
+  auto square = ctg::kernel<"square">([](auto x, auto y) { return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * x[i]; }); });
+  auto total = ctg::kernel<"total">([](auto y, auto loss) { return ctg::range(y.size(), [=](auto i) { return loss() += y[i]; }); });
+  {
+    ctg::tape tape(loss);
+    square(x, y);
+    total(y, loss);
+    CHECK(tape.size() == 2);
+    tape.backward();
+  }
+  auto g = x.grad().to_vector();
+  for (int i = 0; i < n; ++i) CHECK(g[std::size_t(i)] == doctest::Approx(2 * xs[std::size_t(i)]));
+}
