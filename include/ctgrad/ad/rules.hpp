@@ -238,6 +238,25 @@ struct rule<ir::fn::mul> {
 };
 
 template <>
+struct rule<ir::fn::cmul> {
+  template <int K>
+  static constexpr bool needs(bool a0, bool a1) {
+    return K == 0 ? a1 : a0;
+  }
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
+    if constexpr (K == 0)
+      return reduce_to<operand_t<A>>(cmul(g, b));
+    else
+      return reduce_to<operand_t<B>>(cmul(a, g));
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    return ir::fn::add::apply(cmul(detail::get<0>(d), detail::get<1>(v)), cmul(detail::get<0>(v), detail::get<1>(d)));
+  }
+};
+
+template <>
 struct rule<ir::fn::div> {
   template <int K>
   static constexpr bool needs(bool a0, bool a1) {

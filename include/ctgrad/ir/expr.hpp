@@ -239,8 +239,10 @@ template <dsl_operand A>
   return make_expr(op::stop_grad{}, a);
 }
 
+// Unary functions take kernel expressions and also plain numbers (a scalar
+// kernel argument is a number): ctg::sin(x) is an expression either way.
 #define CTG_IMPL_UNARY_FUNCTION(NAME)                 \
-  template <dsl_expr A>                               \
+  template <dsl_operand A>                            \
   [[nodiscard]] constexpr auto NAME(A const& a) {     \
     return make_math<fn::NAME>(a);                    \
   }
@@ -281,6 +283,7 @@ CTG_IMPL_BINARY_FUNCTION(max)
 CTG_IMPL_BINARY_FUNCTION(dot)
 CTG_IMPL_BINARY_FUNCTION(cross)
 CTG_IMPL_BINARY_FUNCTION(outer)
+CTG_IMPL_BINARY_FUNCTION(cmul)
 #undef CTG_IMPL_BINARY_FUNCTION
 
 template <class X, class L, class H>

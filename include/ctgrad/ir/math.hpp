@@ -159,6 +159,18 @@ struct mul {
     }
   }
 };
+// Coefficient-wise product of two matrices of one shape (Taichi's `*` on
+// vectors); with a scalar on either side it scales.
+struct cmul {
+  static constexpr char const* name = "cmul";
+  static constexpr grad_kind kind = grad_kind::nonlinear;
+  static constexpr int arity = 2;
+  template <class A, class B>
+  CTG_HOST_DEVICE static auto apply(A const& a, B const& b) {
+    return detail::zip_coeffs(a, b, [](auto x, auto y) { return x * y; });
+  }
+};
+
 struct div {
   static constexpr char const* name = "div";
   static constexpr grad_kind kind = grad_kind::nonlinear;

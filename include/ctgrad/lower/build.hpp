@@ -12,8 +12,8 @@ namespace ctg::ir {
 template <int I, class A>
 struct arg_traits {
   static_assert(detail::dependent_false<A>,
-                "CTG-LAUNCH-001 unsupported kernel argument: pass ctg::field objects and "
-                "arithmetic scalars (int, float, double, ...)");
+                "CTG-LAUNCH-001 unsupported kernel argument: pass ctg::field objects, "
+                "arithmetic scalars (int, float, double, ...) and fixed-size Eigen matrices");
 };
 template <int I, class T, int R, flags F>
 struct arg_traits<I, field<T, R, F>> {
@@ -26,7 +26,7 @@ struct arg_traits<I, field<T, R, F>> {
 // parameter `int n` or `auto n`, and the value becomes part of the IR built for
 // this launch (a plain number in expressions, a known bound for loops).
 template <int I, class T>
-  requires std::is_arithmetic_v<T>
+  requires(std::is_arithmetic_v<T> || is_eigen_fixed_v<T>)
 struct arg_traits<I, T> {
   static T handle(T v) { return v; }
   using bound = T;

@@ -295,6 +295,7 @@ using ir::c;
 using ir::cast;
 using ir::ceil;
 using ir::clamp;
+using ir::cmul;
 using ir::cos;
 using ir::cross;
 using ir::det;

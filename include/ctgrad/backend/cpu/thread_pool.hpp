@@ -26,7 +26,7 @@ class thread_pool {
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
-      ++generation_;
+      generation_.fetch_add(1);
     }
     wake_.notify_all();
     for (auto& w : workers_) w.join();
@@ -41,7 +41,9 @@ class thread_pool {
 #if defined(CTG_CPU_SERIAL)
     body(std::int64_t(0), n);
 #else
-    if (threads_ == 1 || n == 1) {
+    // A handful of iterations is cheaper on the calling thread than the
+    // hand-off to the workers (a few microseconds).
+    if (threads_ == 1 || n <= inline_below) {
       body(std::int64_t(0), n);
       return;
     }
@@ -52,15 +54,20 @@ class thread_pool {
     // About eight chunks per thread: enough to balance, few enough to be cheap.
     job_.chunk = std::max<std::int64_t>(1, n / (std::int64_t(threads_) * 8));
     job_.next.store(0, std::memory_order_relaxed);
+    busy_.store(threads_ - 1, std::memory_order_relaxed);
     {
       std::lock_guard lock(mutex_);
-      busy_ = threads_ - 1;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     run_chunks();
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return busy_ == 0; });
+    // Workers spin briefly before sleeping, so this wait is usually short.
+    for (int spin = 0; busy_.load(std::memory_order_acquire) != 0; ++spin) {
+      if (spin > spin_limit) {
+        int b = busy_.load(std::memory_order_acquire);
+        if (b != 0) busy_.wait(b, std::memory_order_acquire);
+      }
+    }
 #endif
   }
 
@@ -103,17 +110,18 @@ class thread_pool {
   void work() {
     std::uint64_t seen = 0;
     for (;;) {
+      // Between back-to-back launches a worker spins for a moment instead of
+      // sleeping, which keeps the hand-off to a few microseconds.
+      for (int spin = 0; generation_.load(std::memory_order_acquire) == seen && spin < spin_limit; ++spin) {
+      }
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
+        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        seen = generation_.load(std::memory_order_acquire);
         if (stopping_) return;
       }
       run_chunks();
-      {
-        std::lock_guard lock(mutex_);
-        if (--busy_ == 0) done_.notify_one();
-      }
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) busy_.notify_one();
     }
   }
 
@@ -131,10 +139,11 @@ class thread_pool {
   std::mutex mutex_;
   std::mutex run_mutex_;
   std::condition_variable wake_;
-  std::condition_variable done_;
-  std::uint64_t generation_ = 0;
-  int busy_ = 0;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> busy_{0};
   bool stopping_ = false;
+  static constexpr std::int64_t inline_below = 64;
+  static constexpr int spin_limit = 20000;
   job job_;
 };
 

@@ -1,0 +1,145 @@
+// A 2-D wave equation on a grid: gradient descent on the initial height field
+// so that, after T steps, the waves it sends out form a target pattern (the
+// letters "CTG").
+//
+// Follows DiffTaichi's wave.py (Hu et al., ICLR 2020): the same explicit
+// finite-difference scheme p(t) = 2 p(t-1) - p(t-2) + (c dt / dx)^2 lap p(t-1)
+// with the Courant number of its alpha = 0 case, the height field stored per
+// step p(t, i, j), a squared-difference loss at the last step, and plain
+// gradient descent on the initial field. The target is drawn from a 5x7 font
+// instead of read from an image; the edges are held at zero; the wave starts
+// at rest (p(0) = p(1)).
+//
+//   example_wave            default size (about 20 s on 2 cores)
+//   example_wave --quick    small and fast; checks loss and gradient
+#include <ctgrad/ctgrad.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "svg.hpp"
+
+using namespace ctg::literals;
+
+namespace {
+
+constexpr double courant2 = 1.0 / 3;  // (c dt / dx)^2
+
+auto const start = ctg::kernel<"start">([](auto p, auto initial) {
+  return ctg::each(initial, [=](auto i, auto j) {
+    return ctg::block(p(0_c, i, j) = initial(i, j), p(1_c, i, j) = initial(i, j));
+  });
+});
+
+// One step: the interior of step t from steps t - 1 and t - 2. The loop
+// writes p(t, i, j) and reads p(t - 1, i + 1, j): different elements, as the
+// first index (t against t - 1) shows, so the iterations are independent and
+// the adjoint runs them in parallel too. (Were both on step t, an iteration
+// would read what another writes, and k.grad would not build: CTG-AD-002.)
+// [snippet: fdtd]
+auto const fdtd = ctg::kernel<"fdtd">([](auto p, int t) {
+  auto const interior = p.shape(1_c) - 2;
+  return ctg::ndrange(interior, interior, [=](auto i0, auto j0) {
+    auto const i = i0 + 1, j = j0 + 1;
+    auto const laplacian =
+        p(t - 1, i + 1, j) + p(t - 1, i - 1, j) + p(t - 1, i, j + 1) + p(t - 1, i, j - 1) - 4 * p(t - 1, i, j);
+    return p(t, i, j) = 2 * p(t - 1, i, j) - p(t - 2, i, j) + courant2 * laplacian;
+  });
+});
+// [snippet end]
+
+// The squared difference from the target at step t, summed over the grid.
+auto const mismatch = ctg::kernel<"mismatch">([](auto p, auto target, auto loss, int t) {
+  return ctg::each(target, [=](auto i, auto j) { return loss() += ctg::pow(p(t, i, j) - target(i, j), 2.0); });
+});
+
+// "CTG" in a 5x7 font, scaled to fill most of an n x n grid, minus its mean.
+std::vector<double> letters(int n) {
+  char const* glyphs[3][7] = {
+      {".###.", "#...#", "#....", "#....", "#....", "#...#", ".###."},
+      {"#####", "..#..", "..#..", "..#..", "..#..", "..#..", "..#.."},
+      {".###.", "#...#", "#....", "#.###", "#...#", "#...#", ".###."}};
+  int const scale = std::max(1, (n - 4) / 18);
+  int const left = (n - 17 * scale) / 2, top = (n - 7 * scale) / 2;
+  std::vector<double> out(std::size_t(n * n), 0.0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      int const row = (i - top) / scale, column = (j - left) / scale;
+      if (i < top || j < left || row >= 7 || column >= 17 || column % 6 == 5) continue;
+      out[std::size_t(i * n + j)] = glyphs[column / 6][row][column % 6] == '#' ? 1.0 : 0.0;
+    }
+  double mean = 0;
+  for (double v : out) mean += v / double(out.size());
+  for (double& v : out) v -= mean;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto const opt = example::parse(argc, argv, "wave: an initial height field whose waves write CTG (after DiffTaichi)");
+  int const n = opt.quick ? 40 : 80;
+  int const steps = opt.quick ? 40 : 160;
+  int const iterations = opt.iterations >= 0 ? opt.iterations : opt.quick ? 20 : 60;
+  std::printf("wave: %dx%d grid, %d steps, %d iterations\n", n, n, steps, iterations);
+
+  ctg::field<double, 3, ctg::grad> p({steps + 1, n, n}, {.name = "p"});
+  ctg::field<double, 2, ctg::grad> initial({n, n}, {.name = "initial"});
+  ctg::field<double, 2> target({n, n}, {.name = "target"});
+  ctg::field<double, 0, ctg::grad> loss({.name = "loss"});
+  target.copy_from(letters(n));
+
+  // [snippet: simulate]
+  auto simulate = [&] {
+    start(p, initial);
+    for (int t = 2; t <= steps; ++t) fdtd(p, t);
+    loss.at() = 0;
+    mismatch(p, target, loss, steps);
+  };
+  // [snippet end]
+
+  auto const check = ctg::check_gradient({.samples_per_field = 12}, simulate, loss, initial);
+  std::printf("gradient check: worst relative error %.2e over %d coefficients (%s)\n", check.worst_relative_error,
+              check.checked, check.worst.c_str());
+
+  double const learning_rate = 0.25;
+  std::vector<double> history;
+  for (int it = 0; it < iterations; ++it) {
+    example::stopwatch clock;
+    ctg::tape tape(loss);
+    simulate();
+    tape.backward();
+    double const g = initial.grad().map().norm();
+    initial.map() -= learning_rate * initial.grad().map();
+    history.push_back(loss.at());
+    example::progress(it, loss.at(), g, clock.seconds());
+  }
+  simulate();
+  history.push_back(loss.at());
+
+  // Pictures: the loss, and target / optimised initial field / field at the last step.
+  svg::write_loss_curve(example::picture(opt, "wave_loss.svg"), history, "wave: loss per iteration");
+  svg::document doc(960, 370);
+  auto panel = [&](int k, std::vector<double> const& values, std::string const& title) {
+    double scale = 1e-12;
+    for (double v : values) scale = std::max(scale, std::abs(v));
+    doc.heatmap(values, n, n, 10 + 320 * k, 50, 300, 300, scale);
+    doc.text(160 + 320 * k, 38, title, 14, "middle");
+  };
+  std::vector<double> last(std::size_t(n * n));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) last[std::size_t(i * n + j)] = p.at(steps, i, j);
+  panel(0, target.to_vector(), "target");
+  panel(1, initial.to_vector(), "optimised initial field p(0)");
+  panel(2, last, "p(" + std::to_string(steps) + "): the waves it makes");
+  doc.save(example::picture(opt, "wave_final.svg"));
+  std::printf("pictures: %s, %s\n", example::picture(opt, "wave_loss.svg").c_str(),
+              example::picture(opt, "wave_final.svg").c_str());
+
+  if (!opt.quick) return 0;
+  return example::verdict(history.front(), history.back(), 5.0, check.worst_relative_error, 1e-4) ? 0 : 1;
+}
