@@ -4,6 +4,8 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ ccache libboost-dev libeigen3-dev doctest-dev libbenchmark-dev)
+# Optional, not installed here: libadolc-dev (the ADOL-C comparison in
+# bench/cpu_adolc.cpp, skipped without it) and valgrind (bench/profile.sh).
 
 if ! command -v dpkg >/dev/null 2>&1; then
   echo "deps.sh: not a Debian system; install by hand: ${packages[*]}" >&2
