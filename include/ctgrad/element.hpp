@@ -1,6 +1,8 @@
 // What a field may hold, and the scalar underneath each element type.
 #pragma once
 #include <Eigen/Core>
+
+#include "config.hpp"
 #include <cstdint>
 #include <type_traits>
 
@@ -53,7 +55,7 @@ inline constexpr int coefficients_v = [] {
 // The zero of an element type (Eigen's default constructor leaves
 // coefficients uninitialised, so T{} is not zero for matrices).
 template <class T>
-constexpr T zero_of() {
+CTG_HOST_DEVICE constexpr T zero_of() {
   if constexpr (is_eigen_fixed_v<T>)
     return T::Zero();
   else

@@ -221,3 +221,16 @@ TEST_CASE("check_gradient: small error on a correct adjoint, large on a delibera
   CHECK(bad.worst_relative_error == Approx(0.5).epsilon(1e-4));
   CHECK(bad.worst.find("'x'") != std::string::npos);
 }
+
+TEST_CASE("check_gradient reports a NaN adjoint as an infinite error") {
+  ctg::field<double, 1, ctg::grad> x({2}, {.name = "x"});
+  ctg::field<double, 0, ctg::grad> loss({.name = "loss"});
+  x.at(0) = 1.0, x.at(1) = -1.0;
+  // At |x| = 1, sqrt'(0) is infinite and times zero the adjoint is NaN, while
+  // the finite difference sees only the `+ x[i]` term.
+  auto k = ctg::kernel<"k">([](auto x, auto loss) {
+    return ctg::range(2, [=](auto i) { return loss() += ctg::sqrt(ctg::abs(x[i]) - 1.0) * 0.0 + x[i]; });
+  });
+  auto r = ctg::check_gradient([&] { loss.at() = 0; k(x, loss); }, loss, x);
+  CHECK(std::isinf(r.worst_relative_error));
+}
