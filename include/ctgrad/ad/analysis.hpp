@@ -117,25 +117,6 @@ struct activity_rules {
 };
 
 template <class Op>
-inline constexpr bool is_assign_op = false;
-template <int S>
-inline constexpr bool is_assign_op<op::assign<S>> = true;
-template <class Op>
-inline constexpr bool is_if_op = false;
-template <int S>
-inline constexpr bool is_if_op<op::if_<S>> = true;
-template <class Op>
-inline constexpr bool is_loop_op = false;
-template <loop_kind K, int L, int A, int S>
-inline constexpr bool is_loop_op<op::loop<K, L, A, S>> = true;
-template <class Op>
-inline constexpr bool is_store_op = std::is_same_v<Op, op::store>;
-template <class Op>
-inline constexpr bool is_atomic_op = false;
-template <atomic_kind K>
-inline constexpr bool is_atomic_op<op::atomic<K>> = true;
-
-template <class Op>
 struct let_slots;
 template <int... S>
 struct let_slots<op::let<S...>> {

@@ -25,17 +25,9 @@ namespace ctg::ad {
 using eval::convert;
 using eval::forward;
 
+// A forward frame plus the adjoint accumulators and the thread's adstack.
 template <class Args, class Locals, class Adj, int Levels, int Axes, bool Parallel>
-struct ad_frame {
-  using args_type = Args;
-  static constexpr bool parallel = Parallel;
-  static constexpr int levels = Levels > 0 ? Levels : 1;
-  static constexpr int axes = Axes > 0 ? Axes : 1;
-
-  Args const* args;
-  eval::launch_status* status;
-  int idx[levels][axes];
-  Locals locals;
+struct ad_frame : eval::frame<Args, Locals, Levels, Axes, Parallel> {
   Adj adj;
   adstack stack;
 };
@@ -104,28 +96,6 @@ struct access_paths<I, node<Op, K...>, std::index_sequence<P...>> {
   using type = std::conditional_t<own(), detail::concat_t<detail::type_list<std::index_sequence<P...>>, below>, below>;
 };
 
-// The node at a path of kid indices.
-template <class Path>
-struct node_at;
-template <>
-struct node_at<std::index_sequence<>> {
-  template <class N>
-  CTG_HOST_DEVICE static N const& get(N const& n) {
-    return n;
-  }
-};
-template <std::size_t P, std::size_t... Rest>
-struct node_at<std::index_sequence<P, Rest...>> {
-  template <class N>
-  CTG_HOST_DEVICE static auto const& get(N const& n) {
-    return node_at<std::index_sequence<Rest...>>::get(detail::get<P>(n.kids));
-  }
-};
-
-template <class Op>
-inline constexpr bool is_loop_index_op = false;
-template <int L, int A>
-inline constexpr bool is_loop_index_op<op::loop_index<L, A>> = true;
 
 // Literals, constants, extents and arithmetic on them: the same value in
 // every iteration of every loop.

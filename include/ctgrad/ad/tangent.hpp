@@ -8,6 +8,7 @@
 #include "../backend/atomic.hpp"
 #include "../eval/analysis.hpp"
 #include "../eval/forward.hpp"
+#include "../eval/frame.hpp"
 #include "rules.hpp"
 
 namespace ctg::ad {
@@ -26,17 +27,9 @@ CTG_HOST_DEVICE dual_value<T> constant_dual(T v) {
   return {v, zero<T>()};
 }
 
+// A forward frame plus a tangent next to every local.
 template <class Args, class Locals, int Levels, int Axes, bool Parallel>
-struct tangent_frame {
-  using args_type = Args;
-  static constexpr bool parallel = Parallel;
-  static constexpr int levels = Levels > 0 ? Levels : 1;
-  static constexpr int axes = Axes > 0 ? Axes : 1;
-
-  Args const* args;
-  eval::launch_status* status;
-  int idx[levels][axes];
-  Locals locals;
+struct tangent_frame : eval::frame<Args, Locals, Levels, Axes, Parallel> {
   Locals duals;
 };
 

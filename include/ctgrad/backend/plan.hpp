@@ -67,39 +67,35 @@ CTG_HOST_DEVICE void report_overflow(eval::launch_status* s, int site, long long
 #endif
 }
 
-struct forward_pass {
+// A pass whose frame is prepared by its own construction and whose iteration
+// is one evaluator call: the forward pass and forward mode.
+template <template <class, class, int, int, bool> class Frame, class Evaluator>
+struct stateless_pass {
   template <class Args, class Offload, int Slots>
   struct plan {
     using shape = eval::loop_shape<Offload>;
     using locals = typename eval::slot_storage<typename offload_root<Offload>::type, Slots>::type;
     template <bool Parallel>
-    using frame = eval::frame<Args, locals, shape::levels, shape::axes, Parallel>;
+    using frame = Frame<Args, locals, shape::levels, shape::axes, Parallel>;
     static constexpr bool uses_stack = false;
     template <class Fr>
     CTG_HOST_DEVICE static void prepare(Fr&, unsigned char*, long long) {}
     template <class Body, class Fr>
     CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
-      eval::forward::eval(body, f);
+      Evaluator::run_body(body, f);
     }
   };
 };
 
-struct tangent_pass {
-  template <class Args, class Offload, int Slots>
-  struct plan {
-    using shape = eval::loop_shape<Offload>;
-    using locals = typename eval::slot_storage<typename offload_root<Offload>::type, Slots>::type;
-    template <bool Parallel>
-    using frame = ad::tangent_frame<Args, locals, shape::levels, shape::axes, Parallel>;
-    static constexpr bool uses_stack = false;
-    template <class Fr>
-    CTG_HOST_DEVICE static void prepare(Fr&, unsigned char*, long long) {}
-    template <class Body, class Fr>
-    CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
-      ad::tangent::run_body(body, f);
-    }
-  };
+struct forward_body {
+  template <class Body, class Fr>
+  CTG_HOST_DEVICE static void run_body(Body const& body, Fr& f) {
+    eval::forward::eval(body, f);
+  }
 };
+
+struct forward_pass : stateless_pass<eval::frame, forward_body> {};
+struct tangent_pass : stateless_pass<ad::tangent_frame, ad::tangent> {};
 
 struct reverse_pass {
   template <class Args, class Offload, int Slots>

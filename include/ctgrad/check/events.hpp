@@ -47,26 +47,6 @@ struct loops_append<std::integer_sequence<int, S...>, Site> {
   using type = std::integer_sequence<int, S..., Site>;
 };
 
-// The node at a path below a root.
-template <class Path>
-struct at_path;
-template <>
-struct at_path<std::index_sequence<>> {
-  template <class N>
-  static constexpr N const& get(N const& n) {
-    return n;
-  }
-};
-template <std::size_t P, std::size_t... Rest>
-struct at_path<std::index_sequence<P, Rest...>> {
-  template <class N>
-  static constexpr auto const& get(N const& n) {
-    return at_path<std::index_sequence<Rest...>>::get(detail::get<P>(n.kids));
-  }
-};
-template <class Root, class Path>
-using node_at_t = std::remove_cvref_t<decltype(at_path<Path>::get(std::declval<Root const&>()))>;
-
 template <class... L>
 struct join_lists;
 template <>

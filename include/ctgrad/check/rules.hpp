@@ -112,7 +112,7 @@ constexpr char const* name_or(char const* a, char const* b) { return a[0] ? a : 
 template <class Root, class Path>
 constexpr auto const* node_ptr(Root const* root) {
   using N = node_at_t<Root, Path>;
-  return root ? &at_path<Path>::get(*root) : static_cast<N const*>(nullptr);
+  return root ? &node_at<Path>::get(*root) : static_cast<N const*>(nullptr);
 }
 
 template <class Ev, class Root>

@@ -21,12 +21,4 @@ struct frame {
   Locals locals;
 };
 
-template <class Args, class Locals, int Levels, int Axes, bool Parallel>
-CTG_HOST_DEVICE frame<Args, Locals, Levels, Axes, Parallel> make_frame(Args const* args, launch_status* status) {
-  frame<Args, Locals, Levels, Axes, Parallel> f;
-  f.args = args;
-  f.status = status;
-  return f;
-}
-
 }  // namespace ctg::eval

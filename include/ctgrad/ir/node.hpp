@@ -44,6 +44,27 @@ CTG_HOST_DEVICE constexpr auto const& kid(node<Op, Kids...> const& n) {
   return detail::get<I>(n.kids);
 }
 
+// The node at a path of kid indices below a root (used by the checks and the
+// adjoint to reach an access found by a type-level walk).
+template <class Path>
+struct node_at;
+template <>
+struct node_at<std::index_sequence<>> {
+  template <class N>
+  CTG_HOST_DEVICE static constexpr N const& get(N const& n) {
+    return n;
+  }
+};
+template <std::size_t P, std::size_t... Rest>
+struct node_at<std::index_sequence<P, Rest...>> {
+  template <class N>
+  CTG_HOST_DEVICE static constexpr auto const& get(N const& n) {
+    return node_at<std::index_sequence<Rest...>>::get(detail::get<P>(n.kids));
+  }
+};
+template <class Root, class Path>
+using node_at_t = std::remove_cvref_t<decltype(node_at<Path>::get(std::declval<Root const&>()))>;
+
 template <class Op, class... Kids>
 constexpr node<Op, std::decay_t<Kids>...> make_node(Op op, Kids&&... kids) {
   return {op, detail::make_tuple(static_cast<Kids&&>(kids)...)};
@@ -194,6 +215,44 @@ template <class Op>
 inline constexpr bool is_local_op = false;
 template <int S, class T>
 inline constexpr bool is_local_op<op::local<S, T>> = true;
+template <class Op>
+inline constexpr bool is_loop_index_op = false;
+template <int L, int A>
+inline constexpr bool is_loop_index_op<op::loop_index<L, A>> = true;
+template <class Op>
+inline constexpr bool is_store_op = std::is_same_v<Op, op::store>;
+template <class Op>
+inline constexpr bool is_atomic_op = false;
+template <atomic_kind K>
+inline constexpr bool is_atomic_op<op::atomic<K>> = true;
+template <class Op>
+inline constexpr bool is_assign_op = false;
+template <int S>
+inline constexpr bool is_assign_op<op::assign<S>> = true;
+template <class Op>
+inline constexpr bool is_if_op = false;
+template <int S>
+inline constexpr bool is_if_op<op::if_<S>> = true;
+template <class Op>
+inline constexpr bool is_while_op = false;
+template <int S>
+inline constexpr bool is_while_op<op::while_<S>> = true;
+template <class Op>
+inline constexpr bool is_loop_op = false;
+template <loop_kind K, int L, int A, int S>
+inline constexpr bool is_loop_op<op::loop<K, L, A, S>> = true;
+template <class Op>
+inline constexpr bool is_let_op = false;
+template <int... S>
+inline constexpr bool is_let_op<op::let<S...>> = true;
+template <class Op>
+inline constexpr bool is_let_value_op = false;
+template <int... S>
+inline constexpr bool is_let_value_op<op::let_value<S...>> = true;
+template <class Op>
+inline constexpr bool is_func_scope_op = false;
+template <class N>
+inline constexpr bool is_func_scope_op<op::func_scope<N>> = true;
 
 // ---- value types ---------------------------------------------------------
 // value_of<N>::type is the type an expression evaluates to, void for statements.

@@ -11,23 +11,6 @@
 
 namespace ctg::ir {
 
-template <class Op>
-inline constexpr bool is_let_value_op = false;
-template <int... S>
-inline constexpr bool is_let_value_op<op::let_value<S...>> = true;
-template <class Op>
-inline constexpr bool is_let_op = false;
-template <int... S>
-inline constexpr bool is_let_op<op::let<S...>> = true;
-template <class Op>
-inline constexpr bool is_while_op = false;
-template <int S>
-inline constexpr bool is_while_op<op::while_<S>> = true;
-template <class Op>
-inline constexpr bool is_func_scope_op = false;
-template <class N>
-inline constexpr bool is_func_scope_op<op::func_scope<N>> = true;
-
 // ---- let-blocks inside expressions ------------------------------------------------
 template <class N>
 struct has_let_value : std::false_type {};
