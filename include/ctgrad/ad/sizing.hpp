@@ -12,6 +12,7 @@
 
 #include "../errors.hpp"
 #include "../eval/forward.hpp"
+#include "adstack.hpp"
 #include "analysis.hpp"
 
 namespace ctg::ad {
@@ -215,7 +216,7 @@ struct capacity_walk {
     constexpr auto carried = Reverse::template carried<Body>;
     using locals = Locals;
     return [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
-      return ((carried[int(Ss)] ? (long long)sizeof(detail::tuple_element_t<Ss, locals>) : 0LL) + ... + 0LL);
+      return ((carried[int(Ss)] ? 4 * stack_words<detail::tuple_element_t<Ss, locals>> : 0LL) + ... + 0LL);
     }(std::make_index_sequence<std::size_t(carried.size)>{});
   }
   template <class E>

@@ -79,7 +79,7 @@ struct stateless_pass {
     using frame = Frame<Args, locals, shape::levels, shape::axes, Parallel>;
     static constexpr bool uses_stack = false;
     template <class Fr>
-    CTG_HOST_DEVICE static void prepare(Fr&, unsigned char*, long long) {}
+    CTG_HOST_DEVICE static void prepare(Fr&, std::uint32_t*, long long, long long) {}
     template <class Body, class Fr>
     CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
       Evaluator::run_body(body, f);
@@ -102,17 +102,19 @@ struct reverse_pass {
   struct plan : ad::reverse_plan<Args, Offload, Slots> {
     using base = ad::reverse_plan<Args, Offload, Slots>;
     static constexpr bool uses_stack = base::demand.uses_stack;
+    // `stack`: the thread's first adstack word; `stride`: words between its
+    // consecutive words; `capacity`: the thread's bytes (a multiple of 4).
     template <class Fr>
-    CTG_HOST_DEVICE static void prepare(Fr& f, unsigned char* stack, long long capacity) {
+    CTG_HOST_DEVICE static void prepare(Fr& f, std::uint32_t* stack, long long stride, long long capacity) {
       ad::zero_all(f.adj);
-      f.stack = ad::adstack{stack, capacity, 0, 0, -1};
+      f.stack = ad::adstack{stack, stride, capacity / 4, 0, 0, -1};
     }
     template <class Body, class Fr>
     CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
       base::evaluator::run_body(body, f);
       if (f.stack.overflowed()) {
-        report_overflow(f.status, f.stack.overflow_site, f.stack.high, f.stack.capacity);
-        prepare(f, f.stack.base, f.stack.capacity);
+        report_overflow(f.status, f.stack.overflow_site, 4 * f.stack.high, 4 * f.stack.capacity);
+        prepare(f, f.stack.base, f.stack.stride, 4 * f.stack.capacity);
       }
     }
     // Bytes of adstack one thread needs (host side; reads the fields loop

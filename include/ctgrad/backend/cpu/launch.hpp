@@ -38,11 +38,11 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
     }
   }
   thread_pool::instance().parallel_for(box.count(), [&](std::int64_t b, std::int64_t e) {
-    std::unique_ptr<unsigned char[]> stack(capacity > 0 ? new unsigned char[std::size_t(capacity)] : nullptr);
+    std::unique_ptr<std::uint32_t[]> stack(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
     typename plan::template frame<true> f;
     f.args = &args;
     f.status = &status;
-    plan::prepare(f, stack.get(), capacity);
+    plan::prepare(f, stack.get(), 1, capacity);
     for (std::int64_t it = b; it < e; ++it) {
       box.set(f, it);
       plan::iteration(body, f);
@@ -64,11 +64,11 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
       return;
     }
   }
-  std::unique_ptr<unsigned char[]> stack(capacity > 0 ? new unsigned char[std::size_t(capacity)] : nullptr);
+  std::unique_ptr<std::uint32_t[]> stack(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
   typename plan::template frame<false> f;
   f.args = &args;
   f.status = &status;
-  plan::prepare(f, stack.get(), capacity);
+  plan::prepare(f, stack.get(), 1, capacity);
   plan::iteration(o.body, f);
 }
 

@@ -65,13 +65,14 @@ constexpr int block_size = 256;
 template <class Plan, class Body, class Args, int A>
 __global__ void __launch_bounds__(block_size)
     parallel_offload_kernel(Body body, Args args, backend::loop_box<A> box, std::int64_t count,
-                            eval::launch_status* status, unsigned char* stacks, long long slice, long long capacity) {
+                            eval::launch_status* status, std::uint32_t* stacks, long long capacity) {
   typename Plan::template frame<true> f;
   f.args = &args;
   f.status = status;
   std::int64_t const tid = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  Plan::prepare(f, stacks ? stacks + tid * slice : nullptr, capacity);
   std::int64_t const stride = std::int64_t(gridDim.x) * blockDim.x;
+  // The threads' stacks are interleaved word by word (coalesced pushes).
+  Plan::prepare(f, stacks ? stacks + tid : nullptr, stride, capacity);
   for (std::int64_t it = tid; it < count; it += stride) {
     box.set(f, it);
     Plan::iteration(body, f);
@@ -79,12 +80,12 @@ __global__ void __launch_bounds__(block_size)
 }
 
 template <class Plan, class Body, class Args>
-__global__ void serial_offload_kernel(Body body, Args args, eval::launch_status* status, unsigned char* stack,
+__global__ void serial_offload_kernel(Body body, Args args, eval::launch_status* status, std::uint32_t* stack,
                                       long long capacity) {
   typename Plan::template frame<false> f;
   f.args = &args;
   f.status = status;
-  Plan::prepare(f, stack, capacity);
+  Plan::prepare(f, stack, 1, capacity);
   Plan::iteration(body, f);
 }
 
@@ -190,19 +191,17 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
       return;
     }
   }
-  long long const stride = (capacity + 15) / 16 * 16;  // every thread's slice aligned; overflow still at capacity
   std::int64_t blocks = (count + block_size - 1) / block_size;
   blocks = std::min<std::int64_t>(blocks, std::int64_t(multiprocessors()) * 32);
   if (capacity > 0) {  // bound the adstack allocation to about 1 GiB
-    std::int64_t const max_threads = std::max<std::int64_t>(block_size, (std::int64_t(1) << 30) / stride);
+    std::int64_t const max_threads = std::max<std::int64_t>(block_size, (std::int64_t(1) << 30) / capacity);
     blocks = std::max<std::int64_t>(1, std::min(blocks, max_threads / block_size));
   }
-  unsigned char* stacks = nullptr;
+  std::uint32_t* stacks = nullptr;
   if (capacity > 0)
-    stacks = static_cast<unsigned char*>(
-        scratch::stacks().get(std::size_t(blocks) * block_size * std::size_t(stride), "adstack"));
-  parallel_offload_kernel<plan><<<unsigned(blocks), block_size>>>(body, args, box, count, dstatus, stacks, stride,
-                                                                  capacity);
+    stacks = static_cast<std::uint32_t*>(
+        scratch::stacks().get(std::size_t(blocks) * block_size * std::size_t(capacity), "adstack"));
+  parallel_offload_kernel<plan><<<unsigned(blocks), block_size>>>(body, args, box, count, dstatus, stacks, capacity);
   after_launch(kernel, dstatus, status, reads_status<plan>);
 }
 
@@ -224,8 +223,8 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
       return;
     }
   }
-  unsigned char* stack = capacity > 0 ? static_cast<unsigned char*>(scratch::stacks().get(std::size_t(capacity), "adstack"))
-                                      : nullptr;
+  std::uint32_t* stack =
+      capacity > 0 ? static_cast<std::uint32_t*>(scratch::stacks().get(std::size_t(capacity), "adstack")) : nullptr;
   serial_offload_kernel<plan><<<1, 1>>>(o.body, args, dstatus, stack, capacity);
   after_launch(kernel, dstatus, status, reads_status<plan>);
 }
