@@ -143,30 +143,32 @@ struct offload_analysis {
     return act_rules::template expr<E>(act);
   }
 
-  // Marks locals that become active through assignments and let-inits.
+  // Marks locals that become active through assignments and let-inits. The
+  // set is updated in place while walking in program order, so a chain of
+  // locals each computed from the previous one is settled in one pass.
   template <class S>
-  static constexpr void mark_active(slot_set<N> const& cur, slot_set<N>& next) {
-    mark_active_impl(static_cast<S const*>(nullptr), cur, next);
+  static constexpr void mark_active(slot_set<N>& act) {
+    mark_active_impl(static_cast<S const*>(nullptr), act);
   }
   template <class Op, class... K>
-  static constexpr void mark_active_impl(node<Op, K...> const*, slot_set<N> const& cur, slot_set<N>& next) {
+  static constexpr void mark_active_impl(node<Op, K...> const*, slot_set<N>& act) {
     using kids = detail::tuple<K...>;
     if constexpr (is_assign_op<Op>) {
       using L = detail::tuple_element_t<0, kids>;
       using R = detail::tuple_element_t<1, kids>;
-      if (active_with<R>(cur) && differentiable_v<typename eval::assigned_local<L>::type>)
-        next.set(eval::assigned_local<L>::slot);
+      if (differentiable_v<typename eval::assigned_local<L>::type> && active_with<R>(act))
+        act.set(eval::assigned_local<L>::slot);
     } else if constexpr (is_let_op<Op>) {
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        ((active_with<detail::tuple_element_t<Is, kids>>(cur) &&
-                  differentiable_v<value_t<detail::tuple_element_t<Is, kids>>>
-              ? next.set(let_slots<Op>::slot[Is])
+        ((differentiable_v<value_t<detail::tuple_element_t<Is, kids>>> &&
+                  active_with<detail::tuple_element_t<Is, kids>>(act)
+              ? act.set(let_slots<Op>::slot[Is])
               : void()),
          ...);
       }(std::make_index_sequence<std::size_t(let_slots<Op>::count)>{});
-      mark_active<detail::tuple_element_t<sizeof...(K) - 1, kids>>(cur, next);
+      mark_active<detail::tuple_element_t<sizeof...(K) - 1, kids>>(act);
     } else if constexpr (is_statement_op<Op>) {
-      (mark_active<K>(cur, next), ...);
+      (mark_active<K>(act), ...);
     }
   }
   template <class Op>
@@ -176,11 +178,10 @@ struct offload_analysis {
 
   static constexpr slot_set<N> compute_active() {
     slot_set<N> act{};
-    for (int iter = 0; iter <= N + 1; ++iter) {
-      slot_set<N> next = act;
-      mark_active<Root>(act, next);
-      if (next == act) break;
-      act = next;
+    for (int iter = 0; iter <= N + 1; ++iter) {  // loops carry activity backwards: repeat to the fixed point
+      slot_set<N> const before = act;
+      mark_active<Root>(act);
+      if (act == before) break;
     }
     return act;
   }
@@ -234,12 +235,15 @@ struct offload_analysis {
     using type = Fn;
   };
 
+  // Needed values flow from uses back to definitions, so statements are
+  // walked in reverse program order with the set updated in place: a chain
+  // of locals is settled in one pass (loops may need a few).
   template <class S>
-  static constexpr void mark_stmt(slot_set<N> const& cur, slot_set<N>& out) {
-    mark_stmt_impl(static_cast<S const*>(nullptr), cur, out);
+  static constexpr void mark_stmt(slot_set<N>& need) {
+    mark_stmt_impl(static_cast<S const*>(nullptr), need);
   }
   template <class Op, class... K>
-  static constexpr void mark_stmt_impl(node<Op, K...> const*, slot_set<N> const& cur, slot_set<N>& out) {
+  static constexpr void mark_stmt_impl(node<Op, K...> const*, slot_set<N>& need) {
     using kids = detail::tuple<K...>;
     if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
       using L = detail::tuple_element_t<0, kids>;
@@ -248,45 +252,46 @@ struct offload_analysis {
       if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
         // The reverse pass reads and clears the gradient at the written
         // element (so its indices are needed) and propagates into the rhs.
-        mark_expr<L>(false, out);
-        mark_expr<R>(false, out);
+        mark_expr<L>(false, need);
+        mark_expr<R>(false, need);
       }
     } else if constexpr (is_assign_op<Op>) {
       using L = detail::tuple_element_t<0, kids>;
       using R = detail::tuple_element_t<1, kids>;
       constexpr int slot = eval::assigned_local<L>::slot;
-      bool const needed = cur[slot];
+      bool const needed = need[slot];
       // A needed local is recomputed (its rhs and any component index are
       // needed); an active one routes its adjoint (component indices needed).
-      mark_expr<L>(needed, out);
-      mark_expr<R>(needed, out);
+      mark_expr<L>(needed, need);
+      mark_expr<R>(needed, need);
     } else if constexpr (is_let_op<Op>) {
+      mark_stmt<detail::tuple_element_t<sizeof...(K) - 1, kids>>(need);
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        (mark_expr<detail::tuple_element_t<Is, kids>>(cur[let_slots<Op>::slot[Is]], out), ...);
+        (mark_expr<detail::tuple_element_t<Is, kids>>(need[let_slots<Op>::slot[Is]], need), ...);
       }(std::make_index_sequence<std::size_t(let_slots<Op>::count)>{});
-      mark_stmt<detail::tuple_element_t<sizeof...(K) - 1, kids>>(cur, out);
     } else if constexpr (is_if_op<Op> || is_while_op<Op>) {
-      mark_expr<detail::tuple_element_t<0, kids>>(true, out);
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        (mark_stmt<detail::tuple_element_t<Is + 1, kids>>(cur, out), ...);
+        (mark_stmt<detail::tuple_element_t<sizeof...(K) - 1 - Is, kids>>(need), ...);
       }(std::make_index_sequence<sizeof...(K) - 1>{});
+      mark_expr<detail::tuple_element_t<0, kids>>(true, need);
     } else if constexpr (is_loop_op<Op>) {
+      mark_stmt<detail::tuple_element_t<2 * Op::axes, kids>>(need);
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        (mark_expr<detail::tuple_element_t<Is, kids>>(true, out), ...);
+        (mark_expr<detail::tuple_element_t<Is, kids>>(true, need), ...);
       }(std::make_index_sequence<2 * Op::axes>{});
-      mark_stmt<detail::tuple_element_t<2 * Op::axes, kids>>(cur, out);
     } else if constexpr (std::is_same_v<Op, op::block> || is_func_scope_op<Op>) {
-      (mark_stmt<K>(cur, out), ...);
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        (mark_stmt<detail::tuple_element_t<sizeof...(K) - 1 - Is, kids>>(need), ...);
+      }(std::index_sequence_for<K...>{});
     }
   }
 
   static constexpr slot_set<N> compute_needed() {
     slot_set<N> need{};
     for (int iter = 0; iter <= N + 1; ++iter) {
-      slot_set<N> next = need;
-      mark_stmt<Root>(need, next);
-      if (next == need) break;
-      need = next;
+      slot_set<N> const before = need;
+      mark_stmt<Root>(need);
+      if (need == before) break;
     }
     return need;
   }

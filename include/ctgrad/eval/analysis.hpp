@@ -1,25 +1,14 @@
 // Type-level facts about a lowered kernel that the evaluators need: the type
 // of every local slot, how deep loops nest, how many axes they have.
 #pragma once
-#include <boost/hana/at_key.hpp>
-#include <boost/hana/concat.hpp>
-#include <boost/hana/fold_left.hpp>
-#include <boost/hana/integral_constant.hpp>
-#include <boost/hana/length.hpp>
-#include <boost/hana/map.hpp>
-#include <boost/hana/pair.hpp>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-#include <boost/hana/unpack.hpp>
-#include <boost/hana/plus.hpp>
-#include <boost/hana/contains.hpp>
+#include <type_traits>
+#include <utility>
 
 #include "../ir/node.hpp"
 #include "../lower/normalize.hpp"
 
 namespace ctg::eval {
 
-namespace hana = boost::hana;
 using namespace ctg::ir;
 
 // ---- slots -----------------------------------------------------------------------------
@@ -61,53 +50,71 @@ struct site_type<op::loop<Kd, L, A, Site>, K...> {
   using type = loop_bounds<A>;
 };
 
-// The (slot, type) pairs a node declares, as a hana::tuple of hana::pair.
+// A frame slot and the type it holds.
+template <int S, class T>
+struct slot_decl {
+  static constexpr int slot = S;
+  using type = T;
+};
+
+template <class... L>
+struct flat_join {
+  using type = detail::type_list<>;
+};
+template <class... A>
+struct flat_join<detail::type_list<A...>> {
+  using type = detail::type_list<A...>;
+};
+template <class... A, class... B, class... Rest>
+struct flat_join<detail::type_list<A...>, detail::type_list<B...>, Rest...> {
+  using type = typename flat_join<detail::type_list<A..., B...>, Rest...>::type;
+};
+
+// The slots a node declares (lets) or owns (statement sites), as a type list
+// of slot_decl. Plain type lists: this walk runs over every node of every
+// kernel, and keeping it to one join per node keeps large kernels cheap to
+// compile (a Boost.Hana map here dominated the build of 100-statement bodies).
 template <class N>
 struct slot_decls {
-  static constexpr auto value = hana::make_tuple();
+  using type = detail::type_list<>;
 };
 template <class Op, class... K>
 struct slot_decls<node<Op, K...>> {
-  static constexpr auto own() {
-    if constexpr (is_let_op<Op> || is_let_value_op<Op>) {
-      return declared(Op{});
+  template <class O>
+  static auto own(O const*) {
+    if constexpr (is_let_op<O> || is_let_value_op<O>) {
+      return own_let(static_cast<O const*>(nullptr));
     } else if constexpr (!std::is_void_v<typename site_type<Op, K...>::type>) {
-      return hana::make_tuple(hana::make_pair(hana::int_c<Op::site>, hana::type_c<typename site_type<Op, K...>::type>));
+      return detail::type_list<slot_decl<Op::site, typename site_type<Op, K...>::type>>{};
     } else {
-      return hana::make_tuple();
+      return detail::type_list<>{};
     }
   }
   template <template <int...> class L, int... S>
-  static constexpr auto declared(L<S...>) {
-    using inits = detail::tuple<K...>;
+  static auto own_let(L<S...> const*) {
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      return hana::make_tuple(
-          hana::make_pair(hana::int_c<S>, hana::type_c<value_t<detail::tuple_element_t<Is, inits>>>)...);
+      return detail::type_list<slot_decl<S, value_t<detail::tuple_element_t<Is, detail::tuple<K...>>>>...>{};
     }(std::make_index_sequence<sizeof...(S)>{});
   }
-  static constexpr auto kids() {
-    return hana::fold_left(hana::make_tuple(slot_decls<K>::value...), hana::make_tuple(),
-                           [](auto acc, auto x) { return hana::concat(acc, x); });
-  }
-  static constexpr auto value = hana::concat(own(), kids());
+  using type = typename flat_join<decltype(own(static_cast<Op const*>(nullptr))), typename slot_decls<K>::type...>::type;
 };
 
 // detail::tuple of the slot types in slot order, for slots 0..Count-1. A slot
 // no node of N declares (it belongs to another offload) holds a char.
 template <class N, int Count>
 struct slot_storage {
-  static constexpr auto map = hana::unpack(slot_decls<N>::value, hana::make_map);
-  template <int S>
-  static constexpr auto type_of() {
-    if constexpr (hana::contains(decltype(map){}, hana::int_c<S>))
-      return map[hana::int_c<S>];
-    else
-      return hana::type_c<char>;
+  // Index of `slot` in the declarations (their count when not declared).
+  template <class... D>
+  static constexpr std::size_t find(int slot) {
+    constexpr int keys[] = {D::slot..., -1};
+    std::size_t k = 0;
+    while (keys[k] != -1 && keys[k] != slot) ++k;
+    return k;
   }
-  template <std::size_t... Ss>
-  static auto build(std::index_sequence<Ss...>)
-      -> detail::tuple<typename decltype(type_of<int(Ss)>())::type...>;
-  using type = decltype(build(std::make_index_sequence<std::size_t(Count)>{}));
+  template <class... D, std::size_t... Ss>
+  static auto build(detail::type_list<D...>, std::index_sequence<Ss...>)
+      -> detail::tuple<detail::tuple_element_t<find<D...>(int(Ss)), detail::tuple<typename D::type..., char>>...>;
+  using type = decltype(build(typename slot_decls<N>::type{}, std::make_index_sequence<std::size_t(Count)>{}));
 };
 
 // ---- loop shape ---------------------------------------------------------------------
