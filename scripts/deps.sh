@@ -3,7 +3,7 @@
 # missing. Quiet and does nothing when all are present.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ ccache libboost-dev libeigen3-dev doctest-dev libbenchmark-dev)
+packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev)
 # Optional, not installed here: libadolc-dev (the ADOL-C comparison in
 # bench/cpu_adolc.cpp, skipped without it) and valgrind (bench/profile.sh).
 
