@@ -2,15 +2,22 @@
 // __host__, __device__ or a compiler-specific attribute directly.
 #pragma once
 
+// The evaluators are deep recursions over the IR that only pay off when the
+// compiler sees through them: CTG_HOST_DEVICE forces inlining (with recorded
+// expression tapes kept in registers instead of copied between calls).
 #if defined(__CUDACC__)
-#  define CTG_HOST_DEVICE __host__ __device__ inline
+#  define CTG_HOST_DEVICE __host__ __device__ __forceinline__
 #  define CTG_DEVICE __device__ inline
 #  define CTG_GLOBAL __global__
 #  define CTG_FORCEINLINE __forceinline__
 #  define CTG_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
 #  define CTG_UNROLL _Pragma("unroll")
 #else
-#  define CTG_HOST_DEVICE inline
+#  if defined(__GNUC__) || defined(__clang__)
+#    define CTG_HOST_DEVICE inline __attribute__((always_inline))
+#  else
+#    define CTG_HOST_DEVICE inline
+#  endif
 #  define CTG_DEVICE inline
 #  define CTG_GLOBAL
 #  if defined(__GNUC__) || defined(__clang__)
@@ -26,6 +33,15 @@
 #  else
 #    define CTG_UNROLL
 #  endif
+#endif
+
+// On the lambdas inside the evaluators (index-sequence helpers): without it
+// GCC keeps some of them out of line and copies the expression tapes they
+// return. nvcc inlines device code on its own.
+#if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
+#  define CTG_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#  define CTG_INLINE_LAMBDA
 #endif
 
 // True while compiling device code (the device pass of nvcc).

@@ -46,7 +46,7 @@ struct adjoint_storage<detail::tuple<T...>> {
 
 template <class... T>
 CTG_HOST_DEVICE void zero_all(detail::tuple<T...>& t) {
-  [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+  [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
     ((detail::get<Is>(t) = zero<T>()), ...);
   }(std::index_sequence_for<T...>{});
 }
@@ -143,7 +143,7 @@ struct reverse {
 
   template <bool Need, class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
   CTG_HOST_DEVICE static auto record_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       auto kids = detail::make_tuple(record<true>(detail::get<Is>(n.kids), f)...);
       if constexpr (Need) {
         T const* p = eval::element_pointer(detail::get<I>(*f.args), B, I, f, detail::get<Is>(kids).value...);
@@ -158,7 +158,7 @@ struct reverse {
   template <bool Need, class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto record_node(node<op::math<Fn>, K...> const& n, Fr& f) {
     using N = node<op::math<Fn>, K...>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       auto kids = detail::make_tuple(record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f)...);
       if constexpr (Need) {
         auto v = Fn::apply(detail::get<Is>(kids).value...);
@@ -179,7 +179,7 @@ struct reverse {
   template <bool Need, class Fr, class N, class F, class... K>
   CTG_HOST_DEVICE static auto record_node(node<op::custom<N, F>, K...> const& n, Fr& f) {
     using Node = node<op::custom<N, F>, K...>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       auto kids = detail::make_tuple(record<Need || active<Node>>(detail::get<Is>(n.kids), f)...);
       if constexpr (Need) {
         auto v = n.op.fn.forward(detail::get<Is>(kids).value...);
@@ -235,7 +235,7 @@ struct reverse {
   template <bool Need, class Fr, class V, class... I>
   CTG_HOST_DEVICE static auto record_node(node<op::component, V, I...> const& n, Fr& f) {
     using N = node<op::component, V, I...>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       auto tv = record<Need>(kid<0>(n), f);
       auto ti = detail::make_tuple(record<Need || active<N>>(detail::get<Is + 1>(n.kids), f)...);
       if constexpr (Need) {
@@ -252,7 +252,7 @@ struct reverse {
   template <bool Need, class Fr, int R, int C, class... K>
   CTG_HOST_DEVICE static auto record_node(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
     using N = node<op::make_matrix<R, C>, K...>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       auto kids = detail::make_tuple(record<Need>(detail::get<Is>(n.kids), f)...);
       if constexpr (Need)
         return tape<value_t<N>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{forward::eval(n, f), kids};
@@ -291,7 +291,7 @@ struct reverse {
   template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class Tp, class Gv>
   CTG_HOST_DEVICE static void backprop_node(node<op::access<I, T, R, G, D, B>, Idx...> const&, Tp const& t,
                                             Gv const& g, Fr& f) {
-    T* p = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    T* p = [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       return eval::element_pointer(detail::get<I>(*f.args), buffer::grad, I, f, detail::get<Is>(t.kids).value...);
     }(std::index_sequence_for<Idx...>{});
     if (p == nullptr) return;
@@ -300,14 +300,14 @@ struct reverse {
 
   template <class Fr, class Fn, class... K, class Tp, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       (backprop_operand<int(Is), Fn, K...>(detail::get<Is>(n.kids), t, g, f), ...);
     }(std::index_sequence_for<K...>{});
   }
   template <int I, class Fn, class... K, class Kid, class Tp, class G, class Fr>
   CTG_HOST_DEVICE static void backprop_operand(Kid const& k, Tp const& t, G const& g, Fr& f) {
     if constexpr (active<Kid>) {
-      auto const gk = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+      auto const gk = [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
         return rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...);
       }(std::index_sequence_for<K...>{});
       backprop(k, detail::get<std::size_t(I)>(t.kids), convert<value_t<Kid>>(gk), f);
@@ -316,7 +316,7 @@ struct reverse {
 
   template <class Fr, class N, class F, class... K, class Tp, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::custom<N, F>, K...> const& n, Tp const& t, G const& g, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       static_assert(requires { n.op.fn.backward(detail::get<Is>(t.kids).value..., g); },
                     "CTG-AD-009 a custom-gradient functor used where a gradient flows has no "
                     "backward(operands..., g) member");
@@ -355,12 +355,12 @@ struct reverse {
     auto const& vt = detail::get<0>(t.kids);
     if constexpr (is_access_node<V>::value) {
       // One coefficient of a field element: accumulate into that coefficient only.
-      M* p = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+      M* p = [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
         return eval::element_pointer(detail::get<V::op_type::param>(*f.args), buffer::grad, V::op_type::param, f,
                                      detail::get<Js>(vt.kids).value...);
       }(std::make_index_sequence<V::arity>{});
       if (p == nullptr) return;
-      S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+      S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
         return &p->coeffRef(detail::get<Js + 1>(t.kids).value...);
       }(std::index_sequence_for<I...>{});
       if constexpr (Fr::parallel && !Policy::template plain_grad<V::op_type::param>)
@@ -369,7 +369,7 @@ struct reverse {
         *c += convert<S>(g);
     } else {
       M z = M::Zero();
-      [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+      [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
         z.coeffRef(detail::get<Js + 1>(t.kids).value...) = convert<S>(g);
       }(std::index_sequence_for<I...>{});
       backprop(kid<0>(n), vt, z, f);
@@ -383,7 +383,7 @@ struct reverse {
   template <class Fr, int R, int C, class... K, class Tp, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::make_matrix<R, C>, K...> const& n, Tp const& t, G const& g,
                                             Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       (backprop(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
                 convert<value_t<K>>(g(int(Is) / C, int(Is) % C)), f),
        ...);
@@ -398,7 +398,7 @@ struct reverse {
   CTG_HOST_DEVICE static void push_carried(Fr& f) {
     constexpr auto set = carried<Body>;
     if constexpr (!set.empty()) {
-      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
+      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) CTG_INLINE_LAMBDA {
         ((set[int(Ss)] ? f.stack.push(detail::get<Ss>(f.locals), Site) : void()), ...);
       }(std::make_index_sequence<std::size_t(set.size)>{});
     }
@@ -408,7 +408,7 @@ struct reverse {
     constexpr auto set = carried<Body>;
     if constexpr (!set.empty()) {
       constexpr std::size_t n = std::size_t(set.size);
-      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
+      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) CTG_INLINE_LAMBDA {
         // Reverse order of the pushes.
         ((set[int(n - 1 - Ss)] ? f.stack.pop(detail::get<n - 1 - Ss>(f.locals)) : void()), ...);
       }(std::make_index_sequence<n>{});
@@ -423,7 +423,7 @@ struct reverse {
 
   template <mode M, class Fr, class... S>
   CTG_HOST_DEVICE static void forward_stmt(node<op::block, S...> const& n, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       (forward_stmt<M>(detail::get<Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
@@ -448,7 +448,7 @@ struct reverse {
 
   template <mode M, class Fr, int... S, class... K>
   CTG_HOST_DEVICE static void forward_stmt(node<op::let<S...>, K...> const& n, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       constexpr int slots[] = {S...};
       auto inits = detail::make_tuple(init_if_needed<slots[Is]>(detail::get<Is>(n.kids), f)...);
       ((needed(slots[Is]) ? assign_init<slots[Is]>(detail::get<Is>(inits), f) : void()), ...);
@@ -516,7 +516,7 @@ struct reverse {
   template <class Fr, class... S>
   CTG_HOST_DEVICE static void rev(node<op::block, S...> const& n, Fr& f) {
     constexpr std::size_t count = sizeof...(S);
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       (rev(detail::get<count - 1 - Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
@@ -529,7 +529,7 @@ struct reverse {
   template <class Fr, class L>
   CTG_HOST_DEVICE static auto* written_grad(L const& lhs, Fr& f) {
     if constexpr (is_access_node<L>::value) {
-      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
         return eval::element_pointer(detail::get<L::op_type::param>(*f.args), buffer::grad, L::op_type::param, f,
                                      forward::eval(detail::get<Is>(lhs.kids), f)...);
       }(std::make_index_sequence<L::arity>{});
@@ -579,8 +579,8 @@ struct reverse {
     using RN = std::remove_cvref_t<decltype(r)>;
     static_assert(RN::arity == W::arity);
     bool differs = false;
-    [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
-      auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+    [&]<std::size_t... Ks>(std::index_sequence<Ks...>) CTG_INLINE_LAMBDA {
+      auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) CTG_INLINE_LAMBDA {
         using WE = std::remove_cvref_t<decltype(detail::get<K>(w.kids))>;
         using RE = std::remove_cvref_t<decltype(detail::get<K>(r.kids))>;
         if constexpr (invariant_index_v<WE> && invariant_index_v<RE>)
@@ -659,7 +659,7 @@ struct reverse {
   CTG_HOST_DEVICE static void rev(node<op::let<S...>, K...> const& n, Fr& f) {
     constexpr std::size_t count = sizeof...(S);
     rev(detail::get<count>(n.kids), f);
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
       constexpr int slots[] = {S...};
       (rev_init<slots[count - 1 - Is]>(detail::get<count - 1 - Is>(n.kids), f), ...);
     }(std::make_index_sequence<count>{});
