@@ -332,3 +332,22 @@ TEST_CASE("time-indexed stencils: distinct time slots clear the pair, equal ones
   smear(u, c, 1);
   CHECK_THROWS_WITH_AS(smear.grad(u, c, 1), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
 }
+
+TEST_CASE("a loop index passed through a local is still seen by D2") {
+  // j = i - 1 in a let: out[i] = out[j] * 2 + x[i] reads what another
+  // iteration writes. Without the rule the parallel adjoint is wrong.
+  using xs = ctg::field<double, 1, ctg::grad>;
+  auto hidden = ctg::kernel<"hidden">([](auto x, auto out) {
+    return ctg::range(1, out.size(), [=](auto i) {
+      return ctg::let(i - 1, [=](auto j) { return out[i] = out[j] * 2.0 + x[i]; });
+    });
+  });
+  static_assert(decltype(hidden)::diagnose<xs, xs>().has(ctg::finding::cross_iteration_raw));
+  // The same index through a local on both sides is an in-place update.
+  auto same = ctg::kernel<"same">([](auto x, auto out) {
+    return ctg::range(out.size(), [=](auto i) {
+      return ctg::let(i, [=](auto j) { return out[j] = out[j] * 2.0 + x[i]; });
+    });
+  });
+  static_assert(decltype(same)::diagnose<xs, xs>().ok());
+}

@@ -35,11 +35,16 @@ constexpr auto const* kid_ptr(N const* n) {
 }
 
 // ---- type-level shape of index expressions --------------------------------------------------
-// Does E read the index of a loop at `Level` (any axis)?
+// Does E read the index of a loop at `Level` (any axis)? A local counts as
+// doing so: its value may come from the index (let(i - 1, [=](auto j) {...}))
+// and the checks do not follow values through locals, so an index that reads
+// one is treated as iteration-dependent and equal only to the same shape.
 template <class E, int Level>
 inline constexpr bool refs_level_v = false;
 template <int L, int A, int Level>
 inline constexpr bool refs_level_v<node<op::loop_index<L, A>>, Level> = (L == Level);
+template <int S, class T, int Level>
+inline constexpr bool refs_level_v<node<op::local<S, T>>, Level> = true;
 template <class Op, class... K, int Level>
 inline constexpr bool refs_level_v<node<Op, K...>, Level> = (refs_level_v<K, Level> || ...);
 
