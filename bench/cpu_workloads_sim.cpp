@@ -1,0 +1,106 @@
+// CPU benchmarks, part 2: the scatter-heavy simulation kernels, a 2-D
+// mass-spring force step and one 2-D MLS-MPM step (the workloads are in
+// workloads_sim.hpp), checked and timed as in cpu_workloads.cpp.
+#include <tuple>
+#include <vector>
+
+#include "cpu_support.hpp"
+#include "workloads_sim.hpp"
+
+namespace {
+
+using namespace bench::sim;
+using bench::variant;
+
+void BM_springs_forward(benchmark::State& state) {
+  bench::use_threads(state);
+  spring_data d;
+  d.clear_forces();
+  d.ours_forward();
+  auto ours = d.f.to_vector();
+  d.clear_forces();
+  d.hand_forward();
+  bench::compare(ours, d.f.to_vector(), 1e-4, "springs forward");
+  auto clear = [&] { d.clear_forces(); };
+  auto t = bench::paired<2>(state, {variant{clear, [&] { d.ours_forward(); }}, variant{clear, [&] { d.hand_forward(); }}});
+  bench::report_forward(state, spring_forward_bytes, t);
+}
+
+void BM_springs_adjoint(benchmark::State& state) {
+  bench::use_threads(state);
+  spring_data d;
+  d.clear_forces();
+  d.ours_forward();
+  d.reseed();
+  d.ours_adjoint();
+  auto ours_x = d.x.grad().to_vector();
+  auto ours_r = d.rest.grad().to_vector();
+  d.x.zero_grad();
+  d.rest.zero_grad();
+  d.reseed();
+  d.hand_adjoint();
+  bench::compare(ours_x, d.x.grad().to_vector(), 1e-4, "springs adjoint x.grad");
+  bench::compare(ours_r, d.rest.grad().to_vector(), 1e-4, "springs adjoint rest.grad");
+  auto reseed = [&] { d.reseed(); };
+  auto clear = [&] { d.clear_forces(); };
+  auto t = bench::paired<4>(state, {variant{reseed, [&] { d.ours_adjoint(); }}, variant{reseed, [&] { d.hand_adjoint(); }},
+                                    variant{clear, [&] { d.ours_forward(); }}, variant{clear, [&] { d.hand_forward(); }}});
+  bench::report_adjoint(state, spring_adjoint_bytes, t);
+}
+
+
+void BM_mpm_forward(benchmark::State& state) {
+  bench::use_threads(state);
+  mpm::data d;
+  d.clear_grid();
+  d.ours_forward();
+  auto ours = mpm::data::concat<vec2>({d.x.to_vector(), d.v.to_vector(), d.grid_v_out.to_vector()});
+  auto ours_C = d.C.to_vector();
+  d.clear_grid();
+  d.hand_forward();
+  bench::compare(ours, mpm::data::concat<vec2>({d.x.to_vector(), d.v.to_vector(), d.grid_v_out.to_vector()}), 1e-3,
+                 "mpm forward x, v, grid");
+  bench::compare(ours_C, d.C.to_vector(), 1e-3, "mpm forward C");
+  auto clear = [&] { d.clear_grid(); };
+  auto t = bench::paired<2>(state, {variant{clear, [&] { d.ours_forward(); }}, variant{clear, [&] { d.hand_forward(); }}});
+  bench::report_forward(state, mpm::data::forward_bytes, t);
+}
+
+void BM_mpm_adjoint(benchmark::State& state) {
+  bench::use_threads(state);
+  mpm::data d;
+  d.clear_grid();
+  d.ours_forward();
+  auto grads = [&] {
+    return std::make_tuple(d.x.grad().to_vector(), d.v.grad().to_vector(), d.C.grad().to_vector(),
+                           d.F.grad().to_vector());
+  };
+  d.reseed();
+  d.ours_adjoint();
+  auto [ox, ov, oC, oF] = grads();
+  d.reseed();
+  d.hand_adjoint();
+  auto [hx, hv, hC, hF] = grads();
+  bench::compare(ox, hx, 1e-3, "mpm adjoint x.grad");
+  bench::compare(ov, hv, 1e-3, "mpm adjoint v.grad");
+  bench::compare(oC, hC, 1e-3, "mpm adjoint C.grad");
+  bench::compare(oF, hF, 1e-3, "mpm adjoint F.grad");
+  auto reseed = [&] { d.reseed(); };
+  auto clear = [&] { d.clear_grid(); };
+  auto t = bench::paired<4>(state, {variant{reseed, [&] { d.ours_adjoint(); }}, variant{reseed, [&] { d.hand_adjoint(); }},
+                                    variant{clear, [&] { d.ours_forward(); }}, variant{clear, [&] { d.hand_forward(); }}});
+  bench::report_adjoint(state, 2.0 * mpm::data::forward_bytes, t);
+}
+
+void common(benchmark::internal::Benchmark* b) {
+  b->Apply(bench::thread_counts)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+}
+
+}  // namespace
+
+BENCHMARK(BM_springs_forward)->Apply(common);
+BENCHMARK(BM_springs_adjoint)->Apply(common);
+BENCHMARK(BM_mpm_forward)->Apply(common);
+BENCHMARK(BM_mpm_adjoint)->Apply(common);
+
+int main(int argc, char** argv) { return bench::run_main(argc, argv); }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds the CPU benchmarks (preset bench, build tree build/bench) and runs
+# them, writing JSON and CSV into bench/results/ and the tables of
+# docs/05-performance.md into bench/results/summary.md:
+#
+#   cpu_workloads.json, cpu_workloads_sim.json   ctgrad vs hand-written, paired timing
+#   cpu_adolc.json                               ctgrad vs ADOL-C (when libadolc-dev is installed)
+#   alloc_count.json                             heap allocations inside launches
+#   compile_time.json/.csv                       compile seconds of generated kernels
+#   compile_time_full.json/.csv                  the same with --full: more sizes and shapes,
+#                                                and the test suite's build from clean
+#
+# Under 10 minutes on 2 cores (the compile-time part: kernels of 10 to 100
+# operations, expression shape). Options:
+#   --quick       runtime benchmarks only, shorter minimum time per benchmark
+#   --no-compile  leave the compile-time results as they are
+#   --full        compile-time also at 200 operations and in the locals shape,
+#                 the test suite's build from clean, and the instruction counts
+#                 (bench/profile.sh, valgrind): about an hour more
+# The GPU benchmarks are not run here: scripts/gpu-check runs them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+full=0
+compile=1
+for a in "$@"; do
+  case $a in
+    --quick) quick=1 compile=0 ;;
+    --no-compile) compile=0 ;;
+    --full) full=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick | --no-compile | --full]" >&2; exit 2 ;;
+  esac
+done
+
+scripts/deps.sh
+if ! dpkg-query -W -f='${Status}' libadolc-dev 2>/dev/null | grep -q "ok installed"; then
+  echo "bench.sh: ADOL-C (libadolc-dev) is not installed: the ADOL-C comparison will be skipped"
+fi
+cmake --preset bench >/dev/null
+cmake --build --preset bench --target bench_cpu_workloads bench_cpu_workloads_sim bench_cpu_adolc \
+  bench_alloc_count bench_profile_counts
+
+out=bench/results
+bin=build/bench/bench
+mkdir -p "$out"
+git_hash=$(git rev-parse --short HEAD)
+if [[ -n $(git status --porcelain -- include bench) ]]; then git_hash="$git_hash-dirty"; fi
+args=(--benchmark_out_format=json "--benchmark_context=git_hash=$git_hash")
+if ((quick)); then args+=(--benchmark_min_time=0.1); fi
+
+for b in cpu_workloads cpu_workloads_sim; do
+  "$bin/bench_$b" "--benchmark_out=$out/$b.json" "${args[@]}"
+done
+# Exit status 77: built without ADOL-C (it says so).
+rc=0
+"$bin/bench_cpu_adolc" "--benchmark_out=$out/cpu_adolc.json" "${args[@]}" || rc=$?
+if ((rc == 77)); then rm -f "$out/cpu_adolc.json"; elif ((rc != 0)); then exit "$rc"; fi
+"$bin/bench_alloc_count" >"$out/alloc_count.json"
+
+if ((compile)); then
+  if ((full)); then
+    bench/compile_time.py --shapes expr,locals --sizes 10,25,50,100,200 --suite --out "$out/compile_time_full"
+  else
+    bench/compile_time.py --shapes expr --sizes 10,25,50,100
+  fi
+fi
+if ((full)); then bench/profile.sh; fi
+
+bench/summarize.py >/dev/null
+echo "bench.sh: results in $out/ (tables: $out/summary.md)"
