@@ -6,18 +6,14 @@
 // compiler sees through them: CTG_HOST_DEVICE forces inlining (with recorded
 // expression tapes kept in registers instead of copied between calls).
 #if defined(__CUDACC__)
-#  define CTG_HOST_DEVICE __host__ __device__ __forceinline__
+#  define CTG_HOST_DEVICE __host__ __device__ inline
 #  define CTG_DEVICE __device__ inline
 #  define CTG_GLOBAL __global__
 #  define CTG_FORCEINLINE __forceinline__
 #  define CTG_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
 #  define CTG_UNROLL _Pragma("unroll")
 #else
-#  if defined(__GNUC__) || defined(__clang__)
-#    define CTG_HOST_DEVICE inline __attribute__((always_inline))
-#  else
-#    define CTG_HOST_DEVICE inline
-#  endif
+#  define CTG_HOST_DEVICE inline
 #  define CTG_DEVICE inline
 #  define CTG_GLOBAL
 #  if defined(__GNUC__) || defined(__clang__)
@@ -38,10 +34,16 @@
 // On the lambdas inside the evaluators (index-sequence helpers): without it
 // GCC keeps some of them out of line and copies the expression tapes they
 // return. nvcc inlines device code on its own.
+#define CTG_INLINE_LAMBDA
+
+// On the host function that runs a chunk of iterations: inlines the whole
+// evaluator recursion into it once. Forcing inlining on every evaluator
+// function instead makes each intermediate instance carry its whole subtree
+// and the optimiser's time grows with the square of the expression's depth.
 #if !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
-#  define CTG_INLINE_LAMBDA __attribute__((always_inline))
+#  define CTG_FLATTEN __attribute__((flatten))
 #else
-#  define CTG_INLINE_LAMBDA
+#  define CTG_FLATTEN
 #endif
 
 // True while compiling device code (the device pass of nvcc).

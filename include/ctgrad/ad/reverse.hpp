@@ -144,29 +144,35 @@ struct reverse {
   template <bool Need, class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
   CTG_HOST_DEVICE static auto record_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
-      auto kids = detail::make_tuple(record<true>(detail::get<Is>(n.kids), f)...);
+      // Kids are built in place inside the returned tape (no copies of sub-tapes).
+      using Tape = tape<std::conditional_t<Need, T, absent<T>>, decltype(record<true>(detail::get<Is>(n.kids), f))...>;
+      Tape t{{}, {{{record<true>(detail::get<Is>(n.kids), f)}...}}};
       if constexpr (Need) {
-        T const* p = eval::element_pointer(detail::get<I>(*f.args), B, I, f, detail::get<Is>(kids).value...);
-        T v = p ? *p : zero_of<T>();
-        return tape<T, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{v, kids};
-      } else {
-        return tape<absent<T>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{{}, kids};
+        T const* p = eval::element_pointer(detail::get<I>(*f.args), B, I, f, detail::get<Is>(t.kids).value...);
+        t.value = p ? *p : zero_of<T>();
       }
+      return t;
     }(std::index_sequence_for<Idx...>{});
   }
 
+  // Math nodes make up most of a deep expression, so their recursion is kept
+  // at two template levels per expression level (record -> record_math ->
+  // record): the instantiation depth limits how deep an expression can be.
   template <bool Need, class Fr, class Fn, class... K>
-  CTG_HOST_DEVICE static auto record_node(node<op::math<Fn>, K...> const& n, Fr& f) {
+  CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
+    if constexpr (!Need && !active<node<op::math<Fn>, K...>>)
+      return no_tape{};
+    else
+      return record_math<Need>(n, f, std::index_sequence_for<K...>{});
+  }
+  template <bool Need, class Fr, class Fn, class... K, std::size_t... Is>
+  CTG_HOST_DEVICE static auto record_math(node<op::math<Fn>, K...> const& n, Fr& f, std::index_sequence<Is...>) {
     using N = node<op::math<Fn>, K...>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
-      auto kids = detail::make_tuple(record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f)...);
-      if constexpr (Need) {
-        auto v = Fn::apply(detail::get<Is>(kids).value...);
-        return tape<decltype(v), std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{v, kids};
-      } else {
-        return tape<absent<value_t<N>>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{{}, kids};
-      }
-    }(std::index_sequence_for<K...>{});
+    using Tape = tape<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>,
+                      decltype(record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f))...>;
+    Tape t{{}, {{{record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f)}...}}};
+    if constexpr (Need) t.value = Fn::apply(detail::get<Is>(t.kids).value...);
+    return t;
   }
   template <class N, class Fn, int I, class... K>
   static constexpr bool kid_needed() {
@@ -180,13 +186,11 @@ struct reverse {
   CTG_HOST_DEVICE static auto record_node(node<op::custom<N, F>, K...> const& n, Fr& f) {
     using Node = node<op::custom<N, F>, K...>;
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
-      auto kids = detail::make_tuple(record<Need || active<Node>>(detail::get<Is>(n.kids), f)...);
-      if constexpr (Need) {
-        auto v = n.op.fn.forward(detail::get<Is>(kids).value...);
-        return tape<decltype(v), std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{v, kids};
-      } else {
-        return tape<absent<value_t<Node>>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{{}, kids};
-      }
+      using Tape = tape<std::conditional_t<Need, value_t<Node>, absent<value_t<Node>>>,
+                        decltype(record<Need || active<Node>>(detail::get<Is>(n.kids), f))...>;
+      Tape t{{}, {{{record<Need || active<Node>>(detail::get<Is>(n.kids), f)}...}}};
+      if constexpr (Need) t.value = n.op.fn.forward(detail::get<Is>(t.kids).value...);
+      return t;
     }(std::index_sequence_for<K...>{});
   }
 
@@ -253,11 +257,10 @@ struct reverse {
   CTG_HOST_DEVICE static auto record_node(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
     using N = node<op::make_matrix<R, C>, K...>;
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
-      auto kids = detail::make_tuple(record<Need>(detail::get<Is>(n.kids), f)...);
-      if constexpr (Need)
-        return tape<value_t<N>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{forward::eval(n, f), kids};
-      else
-        return tape<absent<value_t<N>>, std::remove_cvref_t<decltype(detail::get<Is>(kids))>...>{{}, kids};
+      using Tape = tape<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>, decltype(record<Need>(detail::get<Is>(n.kids), f))...>;
+      Tape t{{}, {{{record<Need>(detail::get<Is>(n.kids), f)}...}}};
+      if constexpr (Need) t.value = forward::eval(n, f);
+      return t;
     }(std::index_sequence_for<K...>{});
   }
 
@@ -298,19 +301,27 @@ struct reverse {
     accumulate_grad<I, Fr>(p, convert<T>(g));
   }
 
+  // Two template levels per expression level, as in record.
   template <class Fr, class Fn, class... K, class Tp, class G>
-  CTG_HOST_DEVICE static void backprop_node(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
-      (backprop_operand<int(Is), Fn, K...>(detail::get<Is>(n.kids), t, g, f), ...);
-    }(std::index_sequence_for<K...>{});
+  CTG_HOST_DEVICE static void backprop(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f) {
+    if constexpr (active<node<op::math<Fn>, K...>>) backprop_math(n, t, g, f, std::index_sequence_for<K...>{});
   }
-  template <int I, class Fn, class... K, class Kid, class Tp, class G, class Fr>
-  CTG_HOST_DEVICE static void backprop_operand(Kid const& k, Tp const& t, G const& g, Fr& f) {
+  template <class Fr, class Fn, class... K, class Tp, class G, std::size_t... Is>
+  CTG_HOST_DEVICE static void backprop_math(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f,
+                                            std::index_sequence<Is...>) {
+    (backprop(detail::get<Is>(n.kids), detail::get<Is>(t.kids), operand_adjoint<int(Is), Fn, K...>(g, t), f), ...);
+  }
+  // The adjoint reaching operand I, or nothing when the operand is inactive
+  // (backprop ignores it then, and the rule is never instantiated).
+  template <int I, class Fn, class... K, class Tp, class G>
+  CTG_HOST_DEVICE static auto operand_adjoint(G const& g, Tp const& t) {
+    using Kid = detail::tuple_element_t<std::size_t(I), detail::tuple<K...>>;
     if constexpr (active<Kid>) {
-      auto const gk = [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
-        return rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...);
+      return [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
+        return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...));
       }(std::index_sequence_for<K...>{});
-      backprop(k, detail::get<std::size_t(I)>(t.kids), convert<value_t<Kid>>(gk), f);
+    } else {
+      return no_tape{};
     }
   }
 

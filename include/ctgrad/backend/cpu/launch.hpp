@@ -11,6 +11,20 @@ namespace ctg::cpu {
 
 using namespace ctg::ir;
 
+// Iterations [b, e) of one offload on the calling thread. Everything below is
+// inlined into this one function (see CTG_FLATTEN).
+template <class Plan, class Box, class Body, class Fr>
+CTG_FLATTEN void run_chunk(Box const& box, Body const& body, Fr& f, std::int64_t b, std::int64_t e) {
+  for (std::int64_t it = b; it < e; ++it) {
+    box.set(f, it);
+    Plan::iteration(body, f);
+  }
+}
+template <class Plan, class Body, class Fr>
+CTG_FLATTEN void run_serial(Body const& body, Fr& f) {
+  Plan::iteration(body, f);
+}
+
 // Runs one offload in one pass. `iterations` is adstack_capacity<N> (or -1);
 // `unsized` receives the site of a loop whose adstack no launch can size.
 template <class Pass, int Slots, class Args, class S>
@@ -43,10 +57,7 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
     f.args = &args;
     f.status = &status;
     plan::prepare(f, stack.get(), 1, capacity);
-    for (std::int64_t it = b; it < e; ++it) {
-      box.set(f, it);
-      plan::iteration(body, f);
-    }
+    run_chunk<plan>(box, body, f, b, e);
   });
 }
 
@@ -69,7 +80,7 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
   f.args = &args;
   f.status = &status;
   plan::prepare(f, stack.get(), 1, capacity);
-  plan::iteration(o.body, f);
+  run_serial<plan>(o.body, f);
 }
 
 }  // namespace ctg::cpu
