@@ -12,16 +12,31 @@ namespace ctg::cpu {
 using namespace ctg::ir;
 
 // Iterations [b, e) of one offload on the calling thread. Everything below is
-// inlined into this one function (see CTG_FLATTEN).
-template <class Plan, class Box, class Body, class Fr>
-CTG_FLATTEN void run_chunk(Box const& box, Body const& body, Fr& f, std::int64_t b, std::int64_t e) {
+// inlined into this one function (see CTG_FLATTEN). The frame is a local of
+// this function, not a reference from outside, so the compiler can tell that
+// stores to fields never modify it and keep its values in registers.
+template <class Plan, int A, class Body, class Args>
+CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args const& args,
+                           eval::launch_status& status, std::uint32_t* stack, long long capacity, std::int64_t b,
+                           std::int64_t e) {
+  Args const local_args = args;  // a copy of the field views, for the same reason
+  typename Plan::template frame<true> f;
+  f.args = &local_args;
+  f.status = &status;
+  Plan::prepare(f, stack, 1, capacity);
   for (std::int64_t it = b; it < e; ++it) {
     box.set(f, it);
     Plan::iteration(body, f);
   }
 }
-template <class Plan, class Body, class Fr>
-CTG_FLATTEN void run_serial(Body const& body, Fr& f) {
+template <class Plan, class Body, class Args>
+CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_status& status, std::uint32_t* stack,
+                            long long capacity) {
+  Args const local_args = args;
+  typename Plan::template frame<false> f;
+  f.args = &local_args;
+  f.status = &status;
+  Plan::prepare(f, stack, 1, capacity);
   Plan::iteration(body, f);
 }
 
@@ -53,11 +68,7 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   }
   thread_pool::instance().parallel_for(box.count(), [&](std::int64_t b, std::int64_t e) {
     std::unique_ptr<std::uint32_t[]> stack(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
-    typename plan::template frame<true> f;
-    f.args = &args;
-    f.status = &status;
-    plan::prepare(f, stack.get(), 1, capacity);
-    run_chunk<plan>(box, body, f, b, e);
+    run_chunk<plan>(box, body, args, status, stack.get(), capacity, b, e);
   });
 }
 
@@ -76,11 +87,7 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
     }
   }
   std::unique_ptr<std::uint32_t[]> stack(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
-  typename plan::template frame<false> f;
-  f.args = &args;
-  f.status = &status;
-  plan::prepare(f, stack.get(), 1, capacity);
-  run_serial<plan>(o.body, f);
+  run_serial<plan>(o.body, args, status, stack.get(), capacity);
 }
 
 }  // namespace ctg::cpu
