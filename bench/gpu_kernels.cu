@@ -13,7 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels.hpp"
+
 namespace {
+
+using bench::map_kernel;
+using bench::spring_kernel;
+using bench::wave_kernel;
 
 constexpr int threads = 256;
 
@@ -90,10 +96,6 @@ __global__ void map_adjoint(float const* x, float* gx, float* gy, long long n) {
     gy[i] = 0.0f;  // after the accumulation: the faster order on the GPU
   }
 }
-
-auto map_kernel = ctg::kernel<"map">([](auto x, auto y) {
-  return ctg::range(x.size(), [=](auto i) { return y[i] = ctg::sin(x[i]) * x[i]; });
-});
 
 struct map_data {
   long long n = 1LL << 26;
@@ -195,15 +197,6 @@ __global__ void wave_adjoint(float* gu, int t, int n, float c) {
   }
 }
 
-auto wave_kernel = ctg::kernel<"wave">([](auto u, int t, float c) {
-  return ctg::range(u.shape(ctg::c<1>), [=](auto i) {
-    auto const n = u.shape(ctg::c<1>);
-    return u(t + 1, i) = 2.0f * u(t, i) - u(t - 1, i) +
-                         c * (ctg::select(i > 0, u(t, i - 1), 0.0f) - 2.0f * u(t, i) +
-                              ctg::select(i < n - 1, u(t, i + 1), 0.0f));
-  });
-});
-
 struct wave_data {
   ctg::field<float, 2, ctg::grad> u{{wave_steps + 1, wave_cells}, {.name = "u", .space = ctg::device}};
   float c = 0.2f;
@@ -264,18 +257,6 @@ __global__ void spring_forward(float2 const* x, int const* a, int const* b, floa
 }
 
 using vec2 = Eigen::Vector2f;
-auto spring_kernel = ctg::kernel<"springs">([](auto x, auto a, auto b, auto rest, auto f, float k) {
-  return ctg::range(a.size(), [=](auto s) {
-    return ctg::let(x[a[s]] - x[b[s]], [=](auto d) {
-      return ctg::let(ctg::norm(d), [=](auto len) {
-        return ctg::let(d * (-k * (len - rest[s]) / len), [=](auto force) {
-          return ctg::block(f[a[s]] += force, f[b[s]] -= force);
-        });
-      });
-    });
-  });
-});
-
 struct spring_data {
   ctg::field<vec2, 1, ctg::grad> x{{masses}, {.name = "x", .space = ctg::device}};
   ctg::field<vec2, 1, ctg::grad> f{{masses}, {.name = "f", .space = ctg::device}};

@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "cpu_support.hpp"
+#include "kernels.hpp"
 
 namespace bench::basic {
 
+using bench::map_kernel;
+using bench::wave_kernel;
+
 // ---- map: y = sin(x) x over 4M elements ----------------------------------------------------------
 constexpr int map_n = 1 << 22;
-
-inline auto map_kernel = ctg::kernel<"map">([](auto x, auto y) {
-  return ctg::range(x.size(), [=](auto i) { return y[i] = ctg::sin(x[i]) * x[i]; });
-});
 
 struct map_data {
   ctg::field<float, 1, ctg::grad> x{{map_n}, {.name = "x"}}, y{{map_n}, {.name = "y"}};
@@ -56,15 +56,6 @@ constexpr int wave_steps = 200;
 constexpr int wave_rows = wave_steps + 2;  // rows 0 and 1 are the initial state
 
 using wave_field = ctg::field<float, 2, ctg::grad>;
-
-inline auto wave_kernel = ctg::kernel<"wave">([](auto u, int t, float c) {
-  return ctg::range(u.shape(ctg::c<1>), [=](auto i) {
-    auto const n = u.shape(ctg::c<1>);
-    return u(t + 1, i) = 2.0f * u(t, i) - u(t - 1, i) +
-                         c * (ctg::select(i > 0, u(t, i - 1), 0.0f) - 2.0f * u(t, i) +
-                              ctg::select(i < n - 1, u(t, i + 1), 0.0f));
-  });
-});
 
 struct wave_data {
   wave_field u{{wave_rows, wave_cells}, {.name = "u"}};

@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "cpu_support.hpp"
+#include "kernels.hpp"
 
 namespace bench::sim {
+
+using bench::spring_kernel;
 
 using vec2 = Eigen::Vector2f;
 using vec3 = Eigen::Vector3f;
@@ -30,18 +33,6 @@ struct lcg {
 // ---- mass-spring: 64K masses, 256K springs between random pairs of nearby masses ----------------
 constexpr int masses = 1 << 16;  // a 256 x 256 sheet
 constexpr int springs = 1 << 18;
-
-inline auto spring_kernel = ctg::kernel<"springs">([](auto x, auto a, auto b, auto rest, auto f, float k) {
-  return ctg::range(a.size(), [=](auto s) {
-    return ctg::let(x[a[s]] - x[b[s]], [=](auto d) {
-      return ctg::let(ctg::norm(d), [=](auto len) {
-        return ctg::let(d * (-k * (len - rest[s]) / len), [=](auto force) {
-          return ctg::block(f[a[s]] += force, f[b[s]] -= force);
-        });
-      });
-    });
-  });
-});
 
 struct spring_data {
   ctg::field<vec2, 1, ctg::grad> x{{masses}, {.name = "x"}}, f{{masses}, {.name = "f"}};

@@ -1,0 +1,37 @@
+// The ctgrad kernels that the CPU and the GPU benchmarks both time: one
+// definition, so the two backends are measured on the same code.
+#pragma once
+#include <ctgrad/ctgrad.hpp>
+
+namespace bench {
+
+// y = sin(x) x, elementwise.
+inline auto map_kernel = ctg::kernel<"map">([](auto x, auto y) {
+  return ctg::range(x.size(), [=](auto i) { return y[i] = ctg::sin(x[i]) * x[i]; });
+});
+
+// One step of the 1-D wave equation, rows of u indexed by time step:
+// u[t+1] = 2 u[t] - u[t-1] + c (u[t][i-1] - 2 u[t][i] + u[t][i+1]), zero outside.
+inline auto wave_kernel = ctg::kernel<"wave">([](auto u, int t, float c) {
+  return ctg::range(u.shape(ctg::c<1>), [=](auto i) {
+    auto const n = u.shape(ctg::c<1>);
+    return u(t + 1, i) = 2.0f * u(t, i) - u(t - 1, i) +
+                         c * (ctg::select(i > 0, u(t, i - 1), 0.0f) - 2.0f * u(t, i) +
+                              ctg::select(i < n - 1, u(t, i + 1), 0.0f));
+  });
+});
+
+// Hooke springs between masses a[s] and b[s]: forces scattered to both ends.
+inline auto spring_kernel = ctg::kernel<"springs">([](auto x, auto a, auto b, auto rest, auto f, float k) {
+  return ctg::range(a.size(), [=](auto s) {
+    return ctg::let(x[a[s]] - x[b[s]], [=](auto d) {
+      return ctg::let(ctg::norm(d), [=](auto len) {
+        return ctg::let(d * (-k * (len - rest[s]) / len), [=](auto force) {
+          return ctg::block(f[a[s]] += force, f[b[s]] -= force);
+        });
+      });
+    });
+  });
+});
+
+}  // namespace bench
