@@ -3,24 +3,19 @@
 #pragma once
 
 // The evaluators are deep recursions over the IR that only pay off when the
-// compiler sees through them: CTG_HOST_DEVICE forces inlining (with recorded
-// expression tapes kept in registers instead of copied between calls).
+// compiler sees through them. Their functions are plain inline; on the host
+// the function running a chunk of iterations is flattened (CTG_FLATTEN), and
+// nvcc inlines device code on its own.
 #if defined(__CUDACC__)
 #  define CTG_HOST_DEVICE __host__ __device__ inline
 #  define CTG_DEVICE __device__ inline
 #  define CTG_GLOBAL __global__
-#  define CTG_FORCEINLINE __forceinline__
 #  define CTG_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
 #  define CTG_UNROLL _Pragma("unroll")
 #else
 #  define CTG_HOST_DEVICE inline
 #  define CTG_DEVICE inline
 #  define CTG_GLOBAL
-#  if defined(__GNUC__) || defined(__clang__)
-#    define CTG_FORCEINLINE inline __attribute__((always_inline))
-#  else
-#    define CTG_FORCEINLINE inline
-#  endif
 #  define CTG_EXEC_CHECK_DISABLE
 #  if defined(__clang__)
 #    define CTG_UNROLL _Pragma("unroll")
@@ -30,11 +25,6 @@
 #    define CTG_UNROLL
 #  endif
 #endif
-
-// On the lambdas inside the evaluators (index-sequence helpers): without it
-// GCC keeps some of them out of line and copies the expression tapes they
-// return. nvcc inlines device code on its own.
-#define CTG_INLINE_LAMBDA
 
 // On the host function that runs a chunk of iterations: inlines the whole
 // evaluator recursion into it once. Forcing inlining on every evaluator

@@ -46,7 +46,7 @@ struct adjoint_storage<detail::tuple<T...>> {
 
 template <class... T>
 CTG_HOST_DEVICE void zero_all(detail::tuple<T...>& t) {
-  [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+  [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     ((detail::get<Is>(t) = zero<T>()), ...);
   }(std::index_sequence_for<T...>{});
 }
@@ -143,7 +143,7 @@ struct reverse {
 
   template <bool Need, class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
   CTG_HOST_DEVICE static auto record_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       // Kids are built in place inside the returned tape (no copies of sub-tapes).
       using Tape = tape<std::conditional_t<Need, T, absent<T>>, decltype(record<true>(detail::get<Is>(n.kids), f))...>;
       Tape t{{}, {{{record<true>(detail::get<Is>(n.kids), f)}...}}};
@@ -185,7 +185,7 @@ struct reverse {
   template <bool Need, class Fr, class N, class F, class... K>
   CTG_HOST_DEVICE static auto record_node(node<op::custom<N, F>, K...> const& n, Fr& f) {
     using Node = node<op::custom<N, F>, K...>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       using Tape = tape<std::conditional_t<Need, value_t<Node>, absent<value_t<Node>>>,
                         decltype(record<Need || active<Node>>(detail::get<Is>(n.kids), f))...>;
       Tape t{{}, {{{record<Need || active<Node>>(detail::get<Is>(n.kids), f)}...}}};
@@ -239,7 +239,7 @@ struct reverse {
   template <bool Need, class Fr, class V, class... I>
   CTG_HOST_DEVICE static auto record_node(node<op::component, V, I...> const& n, Fr& f) {
     using N = node<op::component, V, I...>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto tv = record<Need>(kid<0>(n), f);
       auto ti = detail::make_tuple(record<Need || active<N>>(detail::get<Is + 1>(n.kids), f)...);
       if constexpr (Need) {
@@ -256,7 +256,7 @@ struct reverse {
   template <bool Need, class Fr, int R, int C, class... K>
   CTG_HOST_DEVICE static auto record_node(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
     using N = node<op::make_matrix<R, C>, K...>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       using Tape = tape<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>, decltype(record<Need>(detail::get<Is>(n.kids), f))...>;
       Tape t{{}, {{{record<Need>(detail::get<Is>(n.kids), f)}...}}};
       if constexpr (Need) t.value = forward::eval(n, f);
@@ -294,7 +294,7 @@ struct reverse {
   template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class Tp, class Gv>
   CTG_HOST_DEVICE static void backprop_node(node<op::access<I, T, R, G, D, B>, Idx...> const&, Tp const& t,
                                             Gv const& g, Fr& f) {
-    T* p = [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    T* p = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       return eval::element_pointer(detail::get<I>(*f.args), buffer::grad, I, f, detail::get<Is>(t.kids).value...);
     }(std::index_sequence_for<Idx...>{});
     if (p == nullptr) return;
@@ -317,7 +317,7 @@ struct reverse {
   CTG_HOST_DEVICE static auto operand_adjoint(G const& g, Tp const& t) {
     using Kid = detail::tuple_element_t<std::size_t(I), detail::tuple<K...>>;
     if constexpr (active<Kid>) {
-      return [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
+      return [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...));
       }(std::index_sequence_for<K...>{});
     } else {
@@ -327,7 +327,7 @@ struct reverse {
 
   template <class Fr, class N, class F, class... K, class Tp, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::custom<N, F>, K...> const& n, Tp const& t, G const& g, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       static_assert(requires { n.op.fn.backward(detail::get<Is>(t.kids).value..., g); },
                     "CTG-AD-009 a custom-gradient functor used where a gradient flows has no "
                     "backward(operands..., g) member");
@@ -366,12 +366,12 @@ struct reverse {
     auto const& vt = detail::get<0>(t.kids);
     if constexpr (is_access_node<V>::value) {
       // One coefficient of a field element: accumulate into that coefficient only.
-      M* p = [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
+      M* p = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         return eval::element_pointer(detail::get<V::op_type::param>(*f.args), buffer::grad, V::op_type::param, f,
                                      detail::get<Js>(vt.kids).value...);
       }(std::make_index_sequence<V::arity>{});
       if (p == nullptr) return;
-      S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
+      S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         return &p->coeffRef(detail::get<Js + 1>(t.kids).value...);
       }(std::index_sequence_for<I...>{});
       if constexpr (Fr::parallel && !Policy::template plain_grad<V::op_type::param>)
@@ -380,7 +380,7 @@ struct reverse {
         *c += convert<S>(g);
     } else {
       M z = M::Zero();
-      [&]<std::size_t... Js>(std::index_sequence<Js...>) CTG_INLINE_LAMBDA {
+      [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         z.coeffRef(detail::get<Js + 1>(t.kids).value...) = convert<S>(g);
       }(std::index_sequence_for<I...>{});
       backprop(kid<0>(n), vt, z, f);
@@ -394,7 +394,7 @@ struct reverse {
   template <class Fr, int R, int C, class... K, class Tp, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::make_matrix<R, C>, K...> const& n, Tp const& t, G const& g,
                                             Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (backprop(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
                 convert<value_t<K>>(g(int(Is) / C, int(Is) % C)), f),
        ...);
@@ -409,7 +409,7 @@ struct reverse {
   CTG_HOST_DEVICE static void push_carried(Fr& f) {
     constexpr auto set = carried<Body>;
     if constexpr (!set.empty()) {
-      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) CTG_INLINE_LAMBDA {
+      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
         ((set[int(Ss)] ? f.stack.push(detail::get<Ss>(f.locals), Site) : void()), ...);
       }(std::make_index_sequence<std::size_t(set.size)>{});
     }
@@ -419,7 +419,7 @@ struct reverse {
     constexpr auto set = carried<Body>;
     if constexpr (!set.empty()) {
       constexpr std::size_t n = std::size_t(set.size);
-      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) CTG_INLINE_LAMBDA {
+      [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
         // Reverse order of the pushes.
         ((set[int(n - 1 - Ss)] ? f.stack.pop(detail::get<n - 1 - Ss>(f.locals)) : void()), ...);
       }(std::make_index_sequence<n>{});
@@ -434,7 +434,7 @@ struct reverse {
 
   template <mode M, class Fr, class... S>
   CTG_HOST_DEVICE static void forward_stmt(node<op::block, S...> const& n, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (forward_stmt<M>(detail::get<Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
@@ -459,7 +459,7 @@ struct reverse {
 
   template <mode M, class Fr, int... S, class... K>
   CTG_HOST_DEVICE static void forward_stmt(node<op::let<S...>, K...> const& n, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       constexpr int slots[] = {S...};
       auto inits = detail::make_tuple(init_if_needed<slots[Is]>(detail::get<Is>(n.kids), f)...);
       ((needed(slots[Is]) ? assign_init<slots[Is]>(detail::get<Is>(inits), f) : void()), ...);
@@ -527,7 +527,7 @@ struct reverse {
   template <class Fr, class... S>
   CTG_HOST_DEVICE static void rev(node<op::block, S...> const& n, Fr& f) {
     constexpr std::size_t count = sizeof...(S);
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (rev(detail::get<count - 1 - Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
@@ -540,7 +540,7 @@ struct reverse {
   template <class Fr, class L>
   CTG_HOST_DEVICE static auto* written_grad(L const& lhs, Fr& f) {
     if constexpr (is_access_node<L>::value) {
-      return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         return eval::element_pointer(detail::get<L::op_type::param>(*f.args), buffer::grad, L::op_type::param, f,
                                      forward::eval(detail::get<Is>(lhs.kids), f)...);
       }(std::make_index_sequence<L::arity>{});
@@ -590,8 +590,8 @@ struct reverse {
     using RN = std::remove_cvref_t<decltype(r)>;
     static_assert(RN::arity == W::arity);
     bool differs = false;
-    [&]<std::size_t... Ks>(std::index_sequence<Ks...>) CTG_INLINE_LAMBDA {
-      auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
+      auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
         using WE = std::remove_cvref_t<decltype(detail::get<K>(w.kids))>;
         using RE = std::remove_cvref_t<decltype(detail::get<K>(r.kids))>;
         if constexpr (invariant_index_v<WE> && invariant_index_v<RE>)
@@ -670,7 +670,7 @@ struct reverse {
   CTG_HOST_DEVICE static void rev(node<op::let<S...>, K...> const& n, Fr& f) {
     constexpr std::size_t count = sizeof...(S);
     rev(detail::get<count>(n.kids), f);
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       constexpr int slots[] = {S...};
       (rev_init<slots[count - 1 - Is]>(detail::get<count - 1 - Is>(n.kids), f), ...);
     }(std::make_index_sequence<count>{});

@@ -47,7 +47,7 @@ struct tangent {
   template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
   CTG_HOST_DEVICE static dual_value<T> eval(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
     auto const& view = detail::get<I>(*f.args);
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA -> dual_value<T> {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) -> dual_value<T> {
       auto const idx = detail::make_tuple(forward::eval(detail::get<Is>(n.kids), f)...);
       T const* p = eval::element_pointer(view, B, I, f, detail::get<Is>(idx)...);
       if (p == nullptr) return {zero_of<T>(), zero_of<T>()};
@@ -59,7 +59,7 @@ struct tangent {
   }
   template <class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto const kids = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
       auto const v = Fn::apply(detail::get<Is>(kids).v...);
       using V = std::remove_cvref_t<decltype(v)>;
@@ -74,7 +74,7 @@ struct tangent {
   }
   template <class Fr, class N, class F, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::custom<N, F>, K...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto const kids = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
       auto const v = n.op.fn.forward(detail::get<Is>(kids).v...);
       using V = std::remove_cvref_t<decltype(v)>;
@@ -124,7 +124,7 @@ struct tangent {
   CTG_HOST_DEVICE static auto eval(node<op::component, V, I...> const& n, Fr& f) {
     auto const m = eval(kid<0>(n), f);
     using S = scalar_of_t<value_t<V>>;
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto const idx = detail::make_tuple(forward::eval(detail::get<Is + 1>(n.kids), f)...);
       return dual_value<S>{m.v.coeff(detail::get<Is>(idx)...), m.d.coeff(detail::get<Is>(idx)...)};
     }(std::index_sequence_for<I...>{});
@@ -134,7 +134,7 @@ struct tangent {
     using M = value_t<node<op::make_matrix<R, C>, K...>>;
     using S = typename M::Scalar;
     dual_value<M> out;
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto const kids = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
       ((out.v(int(Is) / C, int(Is) % C) = S(detail::get<Is>(kids).v)), ...);
       ((out.d(int(Is) / C, int(Is) % C) = S(detail::get<Is>(kids).d)), ...);
@@ -147,7 +147,7 @@ struct tangent {
   CTG_HOST_DEVICE static void exec(node<op::nothing> const&, Fr&) {}
   template <class Fr, class... S>
   CTG_HOST_DEVICE static void exec(node<op::block, S...> const& n, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (exec(detail::get<Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
@@ -170,7 +170,7 @@ struct tangent {
     } else {
       using T = typename L::op_type::value_type;
       if constexpr (L::op_type::has_dual && L::op_type::which == buffer::primal) {
-        return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+        return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
           return eval::element_pointer(detail::get<L::op_type::param>(*f.args), buffer::dual, L::op_type::param, f,
                                        forward::eval(detail::get<Is>(lhs.kids), f)...);
         }(std::make_index_sequence<L::arity>{});
@@ -230,7 +230,7 @@ struct tangent {
   }
   template <class Fr, int... S, class... K>
   CTG_HOST_DEVICE static void exec(node<op::let<S...>, K...> const& n, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto const inits = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
       ((detail::get<S>(f.locals) = convert<std::remove_cvref_t<decltype(detail::get<S>(f.locals))>>(
             detail::get<Is>(inits).v)),

@@ -77,7 +77,7 @@ struct forward {
 
   template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
   CTG_HOST_DEVICE static T* address(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       return element_pointer(detail::get<I>(*f.args), B, I, f, eval(detail::get<Is>(n.kids), f)...);
     }(std::index_sequence_for<Idx...>{});
   }
@@ -93,13 +93,13 @@ struct forward {
   // ---- expressions ----------------------------------------------------------
   template <class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       return Fn::apply(eval(detail::get<Is>(n.kids), f)...);
     }(std::index_sequence_for<K...>{});
   }
   template <class Fr, class N, class F, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::custom<N, F>, K...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       return n.op.fn.forward(eval(detail::get<Is>(n.kids), f)...);
     }(std::index_sequence_for<K...>{});
   }
@@ -133,7 +133,7 @@ struct forward {
     using M = value_t<node<op::make_matrix<R, C>, K...>>;
     using S = typename M::Scalar;
     M m;
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       // Arguments come row by row.
       ((m(int(Is) / C, int(Is) % C) = S(eval(detail::get<Is>(n.kids), f))), ...);
     }(std::index_sequence_for<K...>{});
@@ -150,7 +150,7 @@ struct forward {
 
   template <class Fr, class... S>
   CTG_HOST_DEVICE static void eval(node<op::block, S...> const& n, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (eval(detail::get<Is>(n.kids), f), ...);
     }(std::index_sequence_for<S...>{});
   }
@@ -250,7 +250,7 @@ struct forward {
 
   template <class Fr, int... S, class... K>
   CTG_HOST_DEVICE static void eval(node<op::let<S...>, K...> const& n, Fr& f) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       // Initial values are computed before any slot is written: they may read
       // locals of the enclosing scope only.
       auto inits = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
@@ -275,7 +275,7 @@ struct forward {
   template <class Fr, loop_kind K, int L, int A, int Site, class... Kids>
   CTG_HOST_DEVICE static void bounds(node<op::loop<K, L, A, Site>, Kids...> const& n, Fr& f, int (&lo)[A],
                                      int (&hi)[A]) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) CTG_INLINE_LAMBDA {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       ((lo[Is] = eval(detail::get<Is>(n.kids), f)), ...);
       ((hi[Is] = eval(detail::get<A + Is>(n.kids), f)), ...);
     }(std::make_index_sequence<A>{});
