@@ -45,7 +45,7 @@ out=bench/results
 bin=build/bench/bench
 mkdir -p "$out"
 git_hash=$(git rev-parse --short HEAD)
-if [[ -n $(git status --porcelain -- include bench) ]]; then git_hash="$git_hash-dirty"; fi
+if [[ -n $(git status --porcelain -- include bench ':!bench/results') ]]; then git_hash="$git_hash-dirty"; fi
 args=(--benchmark_out_format=json "--benchmark_context=git_hash=$git_hash")
 if ((quick)); then args+=(--benchmark_min_time=0.1); fi
 
