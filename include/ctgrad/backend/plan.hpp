@@ -84,6 +84,9 @@ struct stateless_pass {
     CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
       Evaluator::run_body(body, f);
     }
+    // After a thread's last iteration.
+    template <class Fr>
+    CTG_HOST_DEVICE static void finish(Fr&) {}
   };
 };
 
@@ -94,7 +97,36 @@ struct forward_body {
   }
 };
 
-struct forward_pass : stateless_pass<eval::frame, forward_body> {};
+// The forward pass: in parallel offloads, accumulations into a fixed element
+// go to per-thread partial sums when nothing else touches that field
+// (eval/reduction.hpp), added to the element in `finish`.
+struct forward_pass {
+  template <class Args, class Offload, int Slots>
+  struct plan : stateless_pass<eval::frame, forward_body>::plan<Args, Offload, Slots> {
+    using base = stateless_pass<eval::frame, forward_body>::plan<Args, Offload, Slots>;
+    using dests = eval::privatized_t<typename offload_root<Offload>::type>;
+    template <bool Parallel>
+    using frame = std::conditional_t<Parallel && dests::size != 0,
+                                     eval::reduction_frame<typename base::template frame<true>, dests>,
+                                     typename base::template frame<Parallel>>;
+    template <class Fr>
+    CTG_HOST_DEVICE static void prepare(Fr& f, std::uint32_t*, long long, long long) {
+      if constexpr (requires { f.partials; }) zero_partials(f.partials);
+    }
+    template <class Fr>
+    CTG_HOST_DEVICE static void finish(Fr& f) {
+      eval::forward::flush_partials(f);
+    }
+
+   private:
+    template <class... T>
+    CTG_HOST_DEVICE static void zero_partials(detail::tuple<T...>& partials) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((detail::get<Is>(partials) = zero_of<T>()), ...);
+      }(std::index_sequence_for<T...>{});
+    }
+  };
+};
 struct tangent_pass : stateless_pass<ad::tangent_frame, ad::tangent> {};
 
 struct reverse_pass {
@@ -109,6 +141,8 @@ struct reverse_pass {
       ad::zero_all(f.adj);
       f.stack = ad::adstack{stack, stride, capacity / 4, 0, 0, -1};
     }
+    template <class Fr>
+    CTG_HOST_DEVICE static void finish(Fr&) {}
     template <class Body, class Fr>
     CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
       base::evaluator::run_body(body, f);

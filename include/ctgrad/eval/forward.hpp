@@ -10,6 +10,7 @@
 #include "../ir/expr.hpp"
 #include "../lower/normalize.hpp"
 #include "frame.hpp"
+#include "reduction.hpp"
 
 namespace ctg::eval {
 
@@ -196,10 +197,37 @@ struct forward {
       else *p = *p < x ? x : *p;
     }
   }
+  // Adds a thread's privatised partial sums to their elements, once.
+  template <class Fr>
+  CTG_HOST_DEVICE static void flush_partials(Fr& f) {
+    if constexpr (requires { typename Fr::reduction_dests; }) {
+      [&]<class... L>(detail::type_list<L...>*) {
+        (flush_partial<Fr>(address(L{}, f), detail::get<partial_index<Fr, L>()>(f.partials)), ...);
+      }(static_cast<typename Fr::reduction_dests*>(nullptr));
+    }
+  }
+  template <class Fr, class T>
+  CTG_HOST_DEVICE static void flush_partial(T* p, T const& partial) {
+#if CTG_BOUNDS_CHECK
+    if (p == nullptr) return;
+#endif
+    accumulate<Fr, atomic_kind::add>(p, partial);
+  }
+
   template <class Fr, atomic_kind K, class L, class E>
   CTG_HOST_DEVICE static void eval(node<op::atomic<K>, L, E> const& n, Fr& f) {
     auto const v = eval(kid<1>(n), f);
     auto const& lhs = kid<0>(n);
+    if constexpr (constexpr int slot = partial_index<Fr, L>(); slot >= 0) {
+      // A privatised reduction (reduction.hpp): the thread's own partial sum.
+      using T = typename L::op_type::value_type;
+      auto& partial = detail::get<slot>(f.partials);
+      if constexpr (K == atomic_kind::add)
+        partial = T(partial + convert<T>(v));
+      else
+        partial = T(partial - convert<T>(v));
+      return;
+    }
     if constexpr (std::is_same_v<typename L::op_type, op::component>) {
       auto* p = address(kid<0>(lhs), f);
 #if CTG_BOUNDS_CHECK

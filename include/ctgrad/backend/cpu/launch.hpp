@@ -28,6 +28,7 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
     box.set(f, it);
     Plan::iteration(body, f);
   }
+  Plan::finish(f);
 }
 template <class Plan, class Body, class Args>
 CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_status& status, std::uint32_t* stack,
@@ -38,6 +39,7 @@ CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_sta
   f.status = &status;
   Plan::prepare(f, stack, 1, capacity);
   Plan::iteration(body, f);
+  Plan::finish(f);
 }
 
 // Runs one offload in one pass. `iterations` is adstack_capacity<N> (or -1);

@@ -77,6 +77,7 @@ __global__ void __launch_bounds__(block_size)
     box.set(f, it);
     Plan::iteration(body, f);
   }
+  Plan::finish(f);
 }
 
 template <class Plan, class Body, class Args>
@@ -87,6 +88,7 @@ __global__ void serial_offload_kernel(Body body, Args args, eval::launch_status*
   f.status = status;
   Plan::prepare(f, stack, 1, capacity);
   Plan::iteration(body, f);
+  Plan::finish(f);
 }
 
 template <class Plan, class Loop, class Args, int A>

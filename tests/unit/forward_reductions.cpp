@@ -1,0 +1,138 @@
+// Accumulation into a fixed element from every iteration of a parallel
+// offload: the forward pass sums into per-thread partials when nothing else in
+// the offload touches the field (eval/reduction.hpp). Each result is checked
+// against a sum computed on the host in integers, so it is exact whatever the
+// order of the additions.
+#include <doctest/doctest.h>
+
+#include <ctgrad/ctgrad.hpp>
+#include <vector>
+
+using namespace ctg::literals;
+
+namespace {
+
+// Restores the pool size on exit, so that other tests keep theirs.
+struct pool_threads {
+  int previous = ctg::num_threads();
+  explicit pool_threads(int n) { ctg::set_num_threads(n); }
+  ~pool_threads() { ctg::set_num_threads(previous); }
+};
+
+// How many elements the forward pass privatises in a kernel of one offload.
+template <class Offload, int Slots>
+constexpr std::size_t privatized_count(ctg::ir::kernel_ir<ctg::detail::tuple<Offload>, Slots> const&) {
+  return ctg::eval::privatized_t<typename ctg::backend::offload_root<Offload>::type>::size;
+}
+
+}  // namespace
+
+TEST_CASE("fixed-element reductions: sums, differences, constant indices and vectors on many threads") {
+  pool_threads threads(4);
+  int const n = 100003;  // not a multiple of any chunk size
+  ctg::field<double, 1> x(n);
+  ctg::field<double, 0> squares, negated;
+  ctg::field<double, 1> hist(4);
+  ctg::field<Eigen::Vector2d, 0> pair;
+  long long want_squares = 0, want_sum = 0, want_odd = 0;
+  for (int i = 0; i < n; ++i) {
+    x.at(i) = double(i % 7);
+    want_squares += (i % 7) * (i % 7);
+    want_sum += i % 7;
+    want_odd += (i % 7) % 2;
+  }
+  auto k = ctg::kernel<"reductions">([](auto x, auto squares, auto negated, auto hist, auto pair) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::block(squares() += x[i] * x[i], negated() -= x[i], hist(1_c) += 1.0, hist(3_c) += ctg::cast<double>(ctg::cast<int>(x[i]) % 2),
+                        pair() += ctg::vec(x[i], 1.0));
+    });
+  });
+  // Every destination is privatised: squares, negated, hist(1), hist(3), pair.
+  CHECK(privatized_count(k.ir(x, squares, negated, hist, pair)) == 5);
+  k(x, squares, negated, hist, pair);
+  CHECK(squares.at() == double(want_squares));
+  CHECK(negated.at() == -double(want_sum));
+  CHECK(hist.at(0) == 0.0);
+  CHECK(hist.at(1) == double(n));
+  CHECK(hist.at(2) == 0.0);
+  CHECK(hist.at(3) == double(want_odd));
+  CHECK(pair.at()[0] == double(want_sum));
+  CHECK(pair.at()[1] == double(n));
+  // A second launch adds to what the first left, like the atomics it replaces.
+  k(x, squares, negated, hist, pair);
+  CHECK(squares.at() == 2.0 * double(want_squares));
+  CHECK(hist.at(1) == 2.0 * double(n));
+}
+
+TEST_CASE("fixed-element reductions under nested loops and conditions") {
+  pool_threads threads(3);
+  int const n = 5000;
+  ctg::field<int, 1> x(n);
+  ctg::field<long long, 0> total;
+  long long want = 0;
+  for (int i = 0; i < n; ++i) {
+    x.at(i) = i % 5;
+    for (int j = 0; j < 3; ++j)
+      if (i % 5 > 2) want += (i % 5) * j;
+  }
+  auto k = ctg::kernel<"nested">([](auto x, auto total) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::range(3, [=](auto j) {
+        return ctg::if_(x[i] > 2, total() += ctg::cast<long long>(x[i] * j));
+      });
+    });
+  });
+  CHECK(privatized_count(k.ir(x, total)) == 1);
+  k(x, total);
+  CHECK(total.at() == want);
+}
+
+TEST_CASE("accumulations that stay atomic: the field is read, indexed at run time, or also min/max-ed") {
+  pool_threads threads(4);
+  int const n = 20000;
+  ctg::field<int, 1> bin(n);
+  ctg::field<double, 1> out(n), hist(8);
+  ctg::field<double, 0> acc, extreme;
+  for (int i = 0; i < n; ++i) bin.at(i) = (i * 7) % 8;
+
+  // acc is also read in the offload: not privatised (the read would miss the
+  // other threads' partials). Only the sum is deterministic.
+  auto reads = ctg::kernel<"reads">([](auto acc, auto out) {
+    return ctg::range(out.size(), [=](auto i) { return ctg::block(acc() += 1.0, out[i] = acc() * 0.0 + 2.0); });
+  });
+  CHECK(privatized_count(reads.ir(acc, out)) == 0);
+  reads(acc, out);
+  CHECK(acc.at() == double(n));
+  CHECK(out.at(n - 1) == 2.0);
+
+  // hist[bin[i]]: the element depends on the iteration.
+  auto indexed = ctg::kernel<"indexed">([](auto bin, auto hist) {
+    return ctg::range(bin.size(), [=](auto i) { return hist[bin[i]] += 1.0; });
+  });
+  CHECK(privatized_count(indexed.ir(bin, hist)) == 0);
+  indexed(bin, hist);
+  for (int b = 0; b < 8; ++b) CHECK(hist.at(b) == double(n / 8));
+
+  // extreme() += and atomic_max on the same field: both stay atomic.
+  auto mixed = ctg::kernel<"mixed">([](auto bin, auto extreme) {
+    return ctg::range(bin.size(), [=](auto i) {
+      return ctg::block(extreme() += 0.0, ctg::atomic_max(extreme(), ctg::cast<double>(bin[i])));
+    });
+  });
+  CHECK(privatized_count(mixed.ir(bin, extreme)) == 0);
+  mixed(bin, extreme);
+  CHECK(extreme.at() == 7.0);
+}
+
+TEST_CASE("a privatised reduction at an index outside the field is reported at launch") {
+  ctg::field<double, 1> x({10}, {.name = "x"}), hist({2}, {.name = "hist"});
+  auto k = ctg::kernel<"past_the_end">([](auto x, auto hist) {
+    return ctg::range(x.size(), [=](auto i) { return hist(5_c) += x[i]; });
+  });
+  CHECK(privatized_count(k.ir(x, hist)) == 1);
+#if CTG_BOUNDS_CHECK
+  CHECK_THROWS_WITH_AS(k(x, hist),
+                       "kernel 'past_the_end': index (5) is out of range for parameter #1 (field 'hist', shape (2))",
+                       ctg::index_error);
+#endif
+}
