@@ -276,19 +276,17 @@ struct reverse {
     a = a + convert<V>(g);
   }
 
-  template <class Fr, class P>
-  CTG_HOST_DEVICE static void accumulate(P* p, P const& g) {
-    if constexpr (Fr::parallel)
-      backend::atomic_add(p, g);
-    else
-      *p = *p + g;
-  }
+  // Adds to a gradient element of parameter I: atomically when concurrent
+  // iterations may hit the same element (plain_grad: they provably do not).
   template <int I, class Fr, class P>
-  CTG_HOST_DEVICE static void accumulate_grad(P* p, P const& g) {
-    if constexpr (Fr::parallel && !Policy::template plain_grad<I>)
-      backend::atomic_add(p, g);
-    else
-      *p = *p + g;
+  CTG_HOST_DEVICE static void accumulate_grad(Fr const& f, P* p, P const& g) {
+    if constexpr (Fr::parallel && !Policy::template plain_grad<I>) {
+      if (f.concurrent) {
+        backend::atomic_add(p, g);
+        return;
+      }
+    }
+    *p = *p + g;
   }
 
   template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class Tp, class Gv>
@@ -298,7 +296,7 @@ struct reverse {
       return eval::element_pointer(detail::get<I>(*f.args), buffer::grad, I, f, detail::get<Is>(t.kids).value...);
     }(std::index_sequence_for<Idx...>{});
     if (p == nullptr) return;
-    accumulate_grad<I, Fr>(p, convert<T>(g));
+    accumulate_grad<I>(f, p, convert<T>(g));
   }
 
   // Two template levels per expression level, as in record.
@@ -374,10 +372,7 @@ struct reverse {
       S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         return &p->coeffRef(detail::get<Js + 1>(t.kids).value...);
       }(std::index_sequence_for<I...>{});
-      if constexpr (Fr::parallel && !Policy::template plain_grad<V::op_type::param>)
-        backend::atomic_add_scalar<S>(c, convert<S>(g));
-      else
-        *c += convert<S>(g);
+      accumulate_grad<V::op_type::param>(f, c, convert<S>(g));
     } else {
       M z = M::Zero();
       [&]<std::size_t... Js>(std::index_sequence<Js...>) {

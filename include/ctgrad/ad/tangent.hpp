@@ -204,7 +204,7 @@ struct tangent {
       if (d == nullptr) return;
       using P = std::remove_pointer_t<decltype(d)>;
       auto const r = eval(kid<1>(n), f);
-      forward::template accumulate<Fr, K>(d, convert<P>(r.d));
+      forward::template accumulate<K>(f, d, convert<P>(r.d));
     }
   }
   template <class Fr, int Site, class L, class E>

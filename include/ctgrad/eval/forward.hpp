@@ -182,36 +182,38 @@ struct forward {
     write(kid<0>(n), eval(kid<1>(n), f), f);
   }
 
-  template <class Fr, atomic_kind K, class T, class V>
-  CTG_HOST_DEVICE static void accumulate(T* p, V const& v) {
+  template <atomic_kind K, class Fr, class T, class V>
+  CTG_HOST_DEVICE static void accumulate(Fr const& f, T* p, V const& v) {
     T const x = convert<T>(v);
     if constexpr (Fr::parallel) {
-      if constexpr (K == atomic_kind::add) backend::atomic_add(p, x);
-      else if constexpr (K == atomic_kind::sub) backend::atomic_add(p, T(-x));
-      else if constexpr (K == atomic_kind::min) backend::atomic_min(p, x);
-      else backend::atomic_max(p, x);
-    } else {
-      if constexpr (K == atomic_kind::add) *p = T(*p + x);
-      else if constexpr (K == atomic_kind::sub) *p = T(*p - x);
-      else if constexpr (K == atomic_kind::min) *p = x < *p ? x : *p;
-      else *p = *p < x ? x : *p;
+      if (f.concurrent) {
+        if constexpr (K == atomic_kind::add) backend::atomic_add(p, x);
+        else if constexpr (K == atomic_kind::sub) backend::atomic_add(p, T(-x));
+        else if constexpr (K == atomic_kind::min) backend::atomic_min(p, x);
+        else backend::atomic_max(p, x);
+        return;
+      }
     }
+    if constexpr (K == atomic_kind::add) *p = T(*p + x);
+    else if constexpr (K == atomic_kind::sub) *p = T(*p - x);
+    else if constexpr (K == atomic_kind::min) *p = x < *p ? x : *p;
+    else *p = *p < x ? x : *p;
   }
   // Adds a thread's privatised partial sums to their elements, once.
   template <class Fr>
   CTG_HOST_DEVICE static void flush_partials(Fr& f) {
     if constexpr (requires { typename Fr::reduction_dests; }) {
       [&]<class... L>(detail::type_list<L...>*) {
-        (flush_partial<Fr>(address(L{}, f), detail::get<partial_index<Fr, L>()>(f.partials)), ...);
+        (flush_partial(f, address(L{}, f), detail::get<partial_index<Fr, L>()>(f.partials)), ...);
       }(static_cast<typename Fr::reduction_dests*>(nullptr));
     }
   }
   template <class Fr, class T>
-  CTG_HOST_DEVICE static void flush_partial(T* p, T const& partial) {
+  CTG_HOST_DEVICE static void flush_partial(Fr const& f, T* p, T const& partial) {
 #if CTG_BOUNDS_CHECK
     if (p == nullptr) return;
 #endif
-    accumulate<Fr, atomic_kind::add>(p, partial);
+    accumulate<atomic_kind::add>(f, p, partial);
   }
 
   template <class Fr, atomic_kind K, class L, class E>
@@ -239,13 +241,13 @@ struct forward {
         c = &p->coeffRef(eval(kid<1>(lhs), f));
       else
         c = &p->coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f));
-      accumulate<Fr, K>(c, v);
+      accumulate<K>(f, c, v);
     } else {
       auto* p = address(lhs, f);
 #if CTG_BOUNDS_CHECK
       if (p == nullptr) return;
 #endif
-      accumulate<Fr, K>(p, v);
+      accumulate<K>(f, p, v);
     }
   }
 

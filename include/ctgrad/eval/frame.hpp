@@ -17,6 +17,10 @@ struct frame {
 
   Args const* args;
   launch_status* status;
+  // Whether other threads run iterations of the same offload at the same
+  // time: accumulations into shared elements are atomic only then. A CPU
+  // offload run entirely by the calling thread clears it.
+  bool concurrent = Parallel;
   int idx[levels][axes];
   Locals locals;
 };

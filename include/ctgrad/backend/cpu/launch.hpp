@@ -17,12 +17,13 @@ using namespace ctg::ir;
 // stores to fields never modify it and keep its values in registers.
 template <class Plan, int A, class Body, class Args>
 CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args const& args,
-                           eval::launch_status& status, std::uint32_t* stack, long long capacity, std::int64_t b,
-                           std::int64_t e) {
+                           eval::launch_status& status, std::uint32_t* stack, long long capacity, bool concurrent,
+                           std::int64_t b, std::int64_t e) {
   Args const local_args = args;  // a copy of the field views, for the same reason
   typename Plan::template frame<true> f;
   f.args = &local_args;
   f.status = &status;
+  f.concurrent = concurrent;
   Plan::prepare(f, stack, 1, capacity);
   for (std::int64_t it = b; it < e; ++it) {
     box.set(f, it);
@@ -68,9 +69,12 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
       return;
     }
   }
-  thread_pool::instance().parallel_for(box.count(), [&](std::int64_t b, std::int64_t e) {
+  auto& pool = thread_pool::instance();
+  // Alone on the calling thread, accumulations need no atomics.
+  bool const concurrent = !pool.runs_on_caller(box.count());
+  pool.parallel_for(box.count(), [&](std::int64_t b, std::int64_t e) {
     std::unique_ptr<std::uint32_t[]> stack(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
-    run_chunk<plan>(box, body, args, status, stack.get(), capacity, b, e);
+    run_chunk<plan>(box, body, args, status, stack.get(), capacity, concurrent, b, e);
   });
 }
 

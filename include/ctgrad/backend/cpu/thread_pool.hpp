@@ -34,6 +34,19 @@ class thread_pool {
 
   int size() const { return threads_; }
 
+  // Whether parallel_for(n, ...) runs every chunk on the calling thread: with
+  // one thread, in CTG_CPU_SERIAL builds, and for a handful of iterations,
+  // which are cheaper there than the hand-off to the workers (a few
+  // microseconds).
+  bool runs_on_caller(std::int64_t n) const {
+#if defined(CTG_CPU_SERIAL)
+    (void)n;
+    return true;
+#else
+    return threads_ == 1 || n <= inline_below;
+#endif
+  }
+
   // Calls body(begin, end) over disjoint chunks covering [0, n).
   template <class Body>
   void parallel_for(std::int64_t n, Body&& body) {
@@ -41,9 +54,7 @@ class thread_pool {
 #if defined(CTG_CPU_SERIAL)
     body(std::int64_t(0), n);
 #else
-    // A handful of iterations is cheaper on the calling thread than the
-    // hand-off to the workers (a few microseconds).
-    if (threads_ == 1 || n <= inline_below) {
+    if (runs_on_caller(n)) {
       body(std::int64_t(0), n);
       return;
     }
