@@ -146,18 +146,30 @@ inline void thread_counts(benchmark::internal::Benchmark* b) {
 // share the pool).
 inline void use_threads(benchmark::State const& state) { ctg::set_num_threads(int(state.range(0))); }
 
+// Whether the loop running now shares its iterations among threads. The
+// hand-written loops add to shared elements atomically only then, as ctgrad
+// does: with one thread (or a loop small enough to stay on the calling
+// thread) a hand-written loop would not pay for atomics either.
+inline bool loop_is_concurrent = true;
+
 // The hand-written loops run on ctgrad's pool, so both sides pay the same
 // scheduling cost.
 template <class Body>
 void parallel_for(int64 n, Body&& body) {
-  ctg::cpu::thread_pool::instance().parallel_for(n, std::forward<Body>(body));
+  auto& pool = ctg::cpu::thread_pool::instance();
+  loop_is_concurrent = !pool.runs_on_caller(n);  // set before the workers start, read-only while they run
+  pool.parallel_for(n, std::forward<Body>(body));
 }
 
-// Relaxed atomic add, where several iterations of a parallel loop may add to
-// one element (the same instruction sequence ctgrad's backend uses).
+// Add to an element several iterations may share: a relaxed atomic add (the
+// same instruction sequence ctgrad's backend uses) when threads run the loop
+// concurrently, a plain add otherwise.
 template <class T>
 inline void atomic_add(T& dst, T v) {
-  std::atomic_ref<T>(dst).fetch_add(v, std::memory_order_relaxed);
+  if (loop_is_concurrent)
+    std::atomic_ref<T>(dst).fetch_add(v, std::memory_order_relaxed);
+  else
+    dst += v;
 }
 template <class M>
 inline void atomic_add_coeffs(M& dst, M const& v) {
