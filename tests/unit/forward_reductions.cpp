@@ -136,3 +136,45 @@ TEST_CASE("a privatised reduction at an index outside the field is reported at l
                        ctg::index_error);
 #endif
 }
+
+TEST_CASE("an accumulation into an out-of-range element that never runs reports nothing") {
+  ctg::field<double, 1, ctg::grad> x({64 * 1024}, {.name = "x"}), hist({2}, {.name = "hist"});
+  x.fill(1.0);
+  auto k = ctg::kernel<"never">([](auto x, auto hist) {
+    return ctg::range(x.size(), [=](auto i) { return ctg::if_(x[i] > 100.0, hist(5_c) += x[i]); });
+  });
+  CHECK(privatized_count(k.ir(x, hist)) == 1);
+  k(x, hist);
+  hist.grad().fill(1.0);
+  k.grad(x, hist);
+  CHECK(hist.at(0) == 0.0);
+  CHECK(x.grad().at(7) == 0.0);
+}
+
+TEST_CASE("the reverse pass of fixed-element reductions: seeds read once, signs and sums exact") {
+  pool_threads threads(4);
+  int const n = 30011;
+  ctg::field<double, 1, ctg::grad> x(n);
+  ctg::field<double, 0, ctg::grad> squares, negated;
+  ctg::field<double, 1, ctg::grad> pair(2);
+  for (int i = 0; i < n; ++i) x.at(i) = double(i % 11) - 5.0;
+  auto k = ctg::kernel<"reduce">([](auto x, auto squares, auto negated, auto pair) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::block(squares() += x[i] * x[i], negated() -= 3.0 * x[i], pair(1_c) += x[i] * x[i] * x[i]);
+    });
+  });
+  k(x, squares, negated, pair);
+  squares.grad().at() = 0.5;
+  negated.grad().at() = 2.0;
+  pair.grad().at(0) = 100.0;  // never accumulated into: no contribution
+  pair.grad().at(1) = -1.0;
+  k.grad(x, squares, negated, pair);
+  // d/dx_i: 0.5 * 2 x_i - 2 * 3 - 3 x_i^2, exact in double for these small integers.
+  for (int i = 0; i < n; i += 97) {
+    double const xi = x.at(i);
+    CHECK(x.grad().at(i) == xi - 6.0 - 3.0 * xi * xi);
+  }
+  // Accumulations do not clear their destinations' gradients.
+  CHECK(squares.grad().at() == 0.5);
+  CHECK(pair.grad().at(1) == -1.0);
+}

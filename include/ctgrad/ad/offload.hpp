@@ -46,8 +46,15 @@ struct reverse_plan {
   using shape = eval::loop_shape<Offload>;
   using locals = typename eval::slot_storage<body, Slots>::type;
   using adjoints = typename adjoint_storage<locals>::type;
+  // Fixed elements that the body only accumulates into (eval/reduction.hpp):
+  // nothing in this offload's reverse pass writes their gradient, so each
+  // thread reads it once into its frame instead of once per iteration.
+  using seeds = eval::privatized_t<body>;
   template <bool Parallel>
-  using frame = ad_frame<Args, locals, adjoints, shape::levels, shape::axes, Parallel>;
+  using frame = std::conditional_t<
+      Parallel && seeds::size != 0,
+      eval::reduction_frame<ad_frame<Args, locals, adjoints, shape::levels, shape::axes, true>, seeds>,
+      ad_frame<Args, locals, adjoints, shape::levels, shape::axes, Parallel>>;
   static constexpr stack_demand_info demand = stack_demand_of<evaluator, body>(parts::body_level);
   using capacity = capacity_walk<evaluator, locals, Args, shape::levels, shape::axes>;
 };

@@ -149,7 +149,7 @@ struct reverse {
       Tape t{{}, {{{record<true>(detail::get<Is>(n.kids), f)}...}}};
       if constexpr (Need) {
         T const* p = eval::element_pointer(detail::get<I>(*f.args), B, I, f, detail::get<Is>(t.kids).value...);
-        t.value = p ? *p : zero_of<T>();
+        t.value = eval::missing(p) ? zero_of<T>() : *p;
       }
       return t;
     }(std::index_sequence_for<Idx...>{});
@@ -295,7 +295,7 @@ struct reverse {
     T* p = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       return eval::element_pointer(detail::get<I>(*f.args), buffer::grad, I, f, detail::get<Is>(t.kids).value...);
     }(std::index_sequence_for<Idx...>{});
-    if (p == nullptr) return;
+    if (eval::missing(p)) return;
     accumulate_grad<I>(f, p, convert<T>(g));
   }
 
@@ -368,7 +368,7 @@ struct reverse {
         return eval::element_pointer(detail::get<V::op_type::param>(*f.args), buffer::grad, V::op_type::param, f,
                                      detail::get<Js>(vt.kids).value...);
       }(std::make_index_sequence<V::arity>{});
-      if (p == nullptr) return;
+      if (eval::missing(p)) return;
       S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         return &p->coeffRef(detail::get<Js + 1>(t.kids).value...);
       }(std::index_sequence_for<I...>{});
@@ -531,6 +531,29 @@ struct reverse {
     rev(kid<0>(n), f);
   }
 
+  // Reads the gradients of the fixed elements the offload only accumulates
+  // into, once per thread (see reverse_plan::seeds).
+  template <class Fr>
+  CTG_HOST_DEVICE static void load_seeds(Fr& f) {
+    if constexpr (requires { typename Fr::reduction_dests; }) {
+      [&]<class... L>(detail::type_list<L...>*) { (load_seed<L>(f), ...); }(
+          static_cast<typename Fr::reduction_dests*>(nullptr));
+    }
+  }
+  template <class L, class Fr>
+  CTG_HOST_DEVICE static void load_seed(Fr& f) {
+    constexpr int slot = eval::partial_index<Fr, L>();
+    auto const& view = detail::get<L::op_type::param>(*f.args);
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      // The indices are compile-time constants (eval/reduction.hpp).
+      bool const ok = view.in_bounds(forward::eval(detail::get<Is>(L{}.kids), f)...);
+      f.used[slot] = ok;
+      using T = typename L::op_type::value_type;
+      detail::get<slot>(f.partials) =
+          ok ? view.grad[view.offset(forward::eval(detail::get<Is>(L{}.kids), f)...)] : zero_of<T>();
+    }(std::make_index_sequence<L::arity>{});
+  }
+
   // The gradient element a store or atomic writes (null when out of range).
   template <class Fr, class L>
   CTG_HOST_DEVICE static auto* written_grad(L const& lhs, Fr& f) {
@@ -543,7 +566,7 @@ struct reverse {
       auto const& acc = kid<0>(lhs);
       auto* p = written_grad(acc, f);
       using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
-      if (p == nullptr) return static_cast<S*>(nullptr);
+      if (eval::missing(p)) return static_cast<S*>(nullptr);
       if constexpr (L::arity == 2)
         return &p->coeffRef(forward::eval(kid<1>(lhs), f));
       else
@@ -556,7 +579,7 @@ struct reverse {
     using A = typename written_access<L>::type;
     if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
-      if (p == nullptr) return;
+      if (eval::missing(p)) return;
       using P = std::remove_pointer_t<decltype(p)>;
       P const g = *p;
       // The store overwrote the element: its old value gets no gradient. The
@@ -626,10 +649,23 @@ struct reverse {
                     "differentiable through an atomic choice; keep such fields without ctg::grad, or "
                     "compute the extremum with ctg::min/ctg::max in a serial loop");
       if constexpr (active<E>) {
-        auto* p = written_grad(kid<0>(n), f);
-        if (p == nullptr) return;
-        using P = std::remove_pointer_t<decltype(p)>;
-        P const g = K == atomic_kind::add ? *p : P(-*p);
+        using P = std::remove_pointer_t<decltype(written_grad(kid<0>(n), f))>;
+        P seed;
+        constexpr int slot = eval::partial_index<Fr, L>();
+        if constexpr (slot >= 0) {
+          if (f.used[slot]) {
+            seed = detail::get<slot>(f.partials);  // read once per thread (load_seeds)
+          } else {
+            auto* p = written_grad(kid<0>(n), f);  // out of range: reports
+            if (eval::missing(p)) return;
+            seed = *p;
+          }
+        } else {
+          auto* p = written_grad(kid<0>(n), f);
+          if (eval::missing(p)) return;
+          seed = *p;
+        }
+        P const g = K == atomic_kind::add ? seed : P(-seed);
         backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }

@@ -50,7 +50,7 @@ struct tangent {
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) -> dual_value<T> {
       auto const idx = detail::make_tuple(forward::eval(detail::get<Is>(n.kids), f)...);
       T const* p = eval::element_pointer(view, B, I, f, detail::get<Is>(idx)...);
-      if (p == nullptr) return {zero_of<T>(), zero_of<T>()};
+      if (eval::missing(p)) return {zero_of<T>(), zero_of<T>()};
       if constexpr (D && B == buffer::primal)
         return {*p, view.dual[view.offset(detail::get<Is>(idx)...)]};
       else

@@ -111,7 +111,10 @@ struct forward_pass {
                                      typename base::template frame<Parallel>>;
     template <class Fr>
     CTG_HOST_DEVICE static void prepare(Fr& f, std::uint32_t*, long long, long long) {
-      if constexpr (requires { f.partials; }) zero_partials(f.partials);
+      if constexpr (requires { f.partials; }) {
+        zero_partials(f.partials);
+        for (bool& u : f.used) u = false;
+      }
     }
     template <class Fr>
     CTG_HOST_DEVICE static void finish(Fr& f) {
@@ -139,6 +142,7 @@ struct reverse_pass {
     template <class Fr>
     CTG_HOST_DEVICE static void prepare(Fr& f, std::uint32_t* stack, long long stride, long long capacity) {
       ad::zero_all(f.adj);
+      base::evaluator::load_seeds(f);
       f.stack = ad::adstack{stack, stride, capacity / 4, 0, 0, -1};
     }
     template <class Fr>

@@ -53,6 +53,19 @@ CTG_HOST_DEVICE auto* element_pointer(View const& v, buffer which, int param, Fr
   return base + v.offset(idx...);
 }
 
+// Whether element_pointer found its index out of range. Never in unchecked
+// builds, where the test then costs nothing: the compiler cannot prove a
+// field pointer non-null by itself.
+template <class T>
+CTG_HOST_DEVICE constexpr bool missing(T const* p) {
+#if CTG_BOUNDS_CHECK
+  return p == nullptr;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
 struct forward {
   // ---- leaves ---------------------------------------------------------------
   template <class Fr, class T>
@@ -204,7 +217,9 @@ struct forward {
   CTG_HOST_DEVICE static void flush_partials(Fr& f) {
     if constexpr (requires { typename Fr::reduction_dests; }) {
       [&]<class... L>(detail::type_list<L...>*) {
-        (flush_partial(f, address(L{}, f), detail::get<partial_index<Fr, L>()>(f.partials)), ...);
+        ((f.used[partial_index<Fr, L>()] ? flush_partial(f, address(L{}, f), detail::get<partial_index<Fr, L>()>(f.partials))
+                                         : void()),
+         ...);
       }(static_cast<typename Fr::reduction_dests*>(nullptr));
     }
   }
@@ -224,6 +239,7 @@ struct forward {
       // A privatised reduction (reduction.hpp): the thread's own partial sum.
       using T = typename L::op_type::value_type;
       auto& partial = detail::get<slot>(f.partials);
+      f.used[slot] = true;
       if constexpr (K == atomic_kind::add)
         partial = T(partial + convert<T>(v));
       else

@@ -98,13 +98,18 @@ template <class Root>
 using privatized_t = typename keep_untouched<typename reduction_walk<Root>::candidates,
                                              reduction_walk<Root>::touched>::type;
 
-// A frame with a private partial sum per privatised element.
+// A frame with a private value per privatised element: a partial sum in the
+// forward pass, the element's gradient in the reverse pass. `used`: the
+// forward pass added to it (only those are flushed, so an accumulation that
+// never runs never touches its element); the reverse pass could read it (its
+// index is in range; otherwise each iteration reads and reports as usual).
 template <class Base, class Dests>
 struct reduction_frame;
 template <class Base, class... L>
 struct reduction_frame<Base, detail::type_list<L...>> : Base {
   using reduction_dests = detail::type_list<L...>;
   detail::tuple<typename L::op_type::value_type...> partials;
+  bool used[sizeof...(L)];
 };
 
 template <class L, class List>
