@@ -178,3 +178,30 @@ TEST_CASE("the reverse pass of fixed-element reductions: seeds read once, signs 
   CHECK(squares.grad().at() == 0.5);
   CHECK(pair.grad().at(1) == -1.0);
 }
+
+TEST_CASE("+= into elements each iteration owns: plain adds, exact on many threads") {
+  pool_threads threads(4);
+  int const n = 40009, rows = 37, cols = 53;
+  ctg::field<double, 1> x(n), y(n);
+  ctg::field<double, 2> m(rows, cols);
+  for (int i = 0; i < n; ++i) {
+    x.at(i) = double(i % 13);
+    y.at(i) = 1.0;
+  }
+  auto k = ctg::kernel<"owned">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::block(y[i] += x[i] * 2.0, ctg::range(3, [=](auto j) { return y[i] -= ctg::cast<double>(j); }));
+    });
+  });
+  k(x, y);
+  for (int i = 0; i < n; i += 101) CHECK(y.at(i) == 1.0 + 2.0 * double(i % 13) - 3.0);
+  auto grid = ctg::kernel<"owned2d">([](auto m) {
+    return ctg::ndrange(m.shape(0_c), m.shape(1_c), [=](auto i, auto j) {
+      return ctg::block(m(i, j) += ctg::cast<double>(i * 100 + j), m(i, j) += 0.5);
+    });
+  });
+  grid(m);
+  grid(m);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) CHECK(m.at(i, j) == 2.0 * (double(i * 100 + j) + 0.5));
+}
