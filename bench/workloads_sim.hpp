@@ -289,23 +289,45 @@ struct data {
 
   static int node(int i, int j) { return i * n_grid + j; }
 
+  // What P2G computes for particle p before scattering, shared by the
+  // hand-written forward and by the hand-written adjoint's recompute.
+  struct p2g_values {
+    int bx, by;
+    vec2 fx;
+    vec3 wx, wy;
+    mat2 A, G;  // G = A F, A = I + dt C
+    float J, pa, pb, s;
+    mat2 R, affine;
+    vec2 mv;
+  };
+  p2g_values p2g_state(int64 p) const {
+    p2g_values v;
+    vec2 const xp = x0[p];
+    v.bx = int(xp[0] * inv_dx - 0.5f);
+    v.by = int(xp[1] * inv_dx - 0.5f);
+    v.fx = xp * inv_dx - vec2(float(v.bx), float(v.by));
+    v.wx = weights_of(v.fx[0]);
+    v.wy = weights_of(v.fx[1]);
+    v.A = mat2::Identity() + dt * C0[p];
+    v.G = v.A * F0[p];
+    v.J = v.G.determinant();
+    v.pa = v.G(0, 0) + v.G(1, 1);
+    v.pb = v.G(1, 0) - v.G(0, 1);
+    v.s = 1.0f / std::sqrt(v.pa * v.pa + v.pb * v.pb);
+    v.R << v.pa * v.s, -(v.pb * v.s), v.pb * v.s, v.pa * v.s;
+    mat2 const cauchy =
+        2.0f * mu * (v.G - v.R) * v.G.transpose() + la * (v.J - 1.0f) * v.J * mat2::Identity();
+    v.affine = stress_k * cauchy + p_mass * C0[p];
+    v.mv = p_mass * v0[p];
+    return v;
+  }
+
   void hand_p2g() {
     parallel_for(n_particles, [&](int64 lo, int64 hi) {
       for (int64 p = lo; p < hi; ++p) {
-        vec2 const xp = x0[p];
-        int const bx = int(xp[0] * inv_dx - 0.5f), by = int(xp[1] * inv_dx - 0.5f);
-        vec2 const fx = xp * inv_dx - vec2(float(bx), float(by));
-        vec3 const wx = weights_of(fx[0]), wy = weights_of(fx[1]);
-        mat2 const G = (mat2::Identity() + dt * C0[p]) * F0[p];
+        auto const [bx, by, fx, wx, wy, A, G, J, pa, pb, s, R, affine, mv] = p2g_state(p);
+        (void)A, (void)J, (void)pa, (void)pb, (void)s, (void)R;
         F1[p] = G;
-        float const J = G.determinant();
-        float const pa = G(0, 0) + G(1, 1), pb = G(1, 0) - G(0, 1);
-        float const s = 1.0f / std::sqrt(pa * pa + pb * pb);
-        mat2 R;
-        R << pa * s, -(pb * s), pb * s, pa * s;
-        mat2 const cauchy = 2.0f * mu * (G - R) * G.transpose() + la * (J - 1.0f) * J * mat2::Identity();
-        mat2 const affine = stress_k * cauchy + p_mass * C0[p];
-        vec2 const mv = p_mass * v0[p];
         for (int i = 0; i < 3; ++i)
           for (int j = 0; j < 3; ++j) {
             float const w = wx[i] * wy[j];
@@ -414,20 +436,7 @@ struct data {
     parallel_for(n_particles, [&](int64 lo, int64 hi) {
       for (int64 p = lo; p < hi; ++p) {
         // Recompute the forward values of this particle.
-        vec2 const xp = x0[p];
-        int const bx = int(xp[0] * inv_dx - 0.5f), by = int(xp[1] * inv_dx - 0.5f);
-        vec2 const fx = xp * inv_dx - vec2(float(bx), float(by));
-        vec3 const wx = weights_of(fx[0]), wy = weights_of(fx[1]);
-        mat2 const A = mat2::Identity() + dt * C0[p];
-        mat2 const G = A * F0[p];
-        float const J = G.determinant();
-        float const pa = G(0, 0) + G(1, 1), pb = G(1, 0) - G(0, 1);
-        float const s = 1.0f / std::sqrt(pa * pa + pb * pb);
-        mat2 R;
-        R << pa * s, -(pb * s), pb * s, pa * s;
-        mat2 const cauchy = 2.0f * mu * (G - R) * G.transpose() + la * (J - 1.0f) * J * mat2::Identity();
-        mat2 const affine = stress_k * cauchy + p_mass * C0[p];
-        vec2 const mv = p_mass * v0[p];
+        auto const [bx, by, fx, wx, wy, A, G, J, pa, pb, s, R, affine, mv] = p2g_state(p);
 
         // Scatter: q = mv + affine dpos, dpos = ((i, j) - fx) dx, w = wx[i] wy[j].
         mat2 d_affine = mat2::Zero();
