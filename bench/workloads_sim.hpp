@@ -289,6 +289,19 @@ struct data {
 
   static int node(int i, int j) { return i * n_grid + j; }
 
+  // The 3x3 grid stencil of a particle at xp: the lower-left node, the
+  // offset from it in cells, and the quadratic B-spline weights per axis.
+  struct stencil {
+    int bx, by;
+    vec2 fx;
+    vec3 wx, wy;
+  };
+  static stencil stencil_of(vec2 const& xp) {
+    int const bx = int(xp[0] * inv_dx - 0.5f), by = int(xp[1] * inv_dx - 0.5f);
+    vec2 const fx = xp * inv_dx - vec2(float(bx), float(by));
+    return {bx, by, fx, weights_of(fx[0]), weights_of(fx[1])};
+  }
+
   // What P2G computes for particle p before scattering, shared by the
   // hand-written forward and by the hand-written adjoint's recompute.
   struct p2g_values {
@@ -302,12 +315,12 @@ struct data {
   };
   p2g_values p2g_state(int64 p) const {
     p2g_values v;
-    vec2 const xp = x0[p];
-    v.bx = int(xp[0] * inv_dx - 0.5f);
-    v.by = int(xp[1] * inv_dx - 0.5f);
-    v.fx = xp * inv_dx - vec2(float(v.bx), float(v.by));
-    v.wx = weights_of(v.fx[0]);
-    v.wy = weights_of(v.fx[1]);
+    auto const st = stencil_of(x0[p]);
+    v.bx = st.bx;
+    v.by = st.by;
+    v.fx = st.fx;
+    v.wx = st.wx;
+    v.wy = st.wy;
     v.A = mat2::Identity() + dt * C0[p];
     v.G = v.A * F0[p];
     v.J = v.G.determinant();
@@ -353,9 +366,7 @@ struct data {
     parallel_for(n_particles, [&](int64 lo, int64 hi) {
       for (int64 p = lo; p < hi; ++p) {
         vec2 const xp = x0[p];
-        int const bx = int(xp[0] * inv_dx - 0.5f), by = int(xp[1] * inv_dx - 0.5f);
-        vec2 const fx = xp * inv_dx - vec2(float(bx), float(by));
-        vec3 const wx = weights_of(fx[0]), wy = weights_of(fx[1]);
+        auto const [bx, by, fx, wx, wy] = stencil_of(xp);
         vec2 new_v = vec2::Zero();
         mat2 new_C = mat2::Zero();
         for (int i = 0; i < 3; ++i)
@@ -380,9 +391,7 @@ struct data {
     parallel_for(n_particles, [&](int64 lo, int64 hi) {
       for (int64 p = lo; p < hi; ++p) {
         vec2 const xp = x0[p];
-        int const bx = int(xp[0] * inv_dx - 0.5f), by = int(xp[1] * inv_dx - 0.5f);
-        vec2 const fx = xp * inv_dx - vec2(float(bx), float(by));
-        vec3 const wx = weights_of(fx[0]), wy = weights_of(fx[1]);
+        auto const [bx, by, fx, wx, wy] = stencil_of(xp);
         vec2 const d_new_v = gv1[p] + dt * gx1[p];
         mat2 const d_new_C = gC1[p];
         vec2 d_x = gx1[p];
