@@ -105,8 +105,7 @@ int main(int argc, char** argv) {
   };
 
   auto const check = ctg::check_gradient({.step = 1e-7}, simulate, loss, init_x, init_v);
-  std::printf("gradient check: worst relative error %.2e over %d coefficients (%s)\n", check.worst_relative_error,
-              check.checked, check.worst.c_str());
+  example::print_check(check);
 
   double const learning_rate = 0.02;  // DiffTaichi: 0.01
   std::vector<double> history;
@@ -144,9 +143,5 @@ int main(int argc, char** argv) {
   doc.text(view.px(goal.x()), view.py(goal.y()) - radius * view.scale() - 6, "goal", 13, "middle", "#27ae60");
   doc.text(20, 26, "billiards: paths of the last shot (cue ball black, target ball red); pale: start", 14);
   doc.save(example::picture(opt, "billiards_final.svg"));
-  std::printf("pictures: %s, %s\n", example::picture(opt, "billiards_loss.svg").c_str(),
-              example::picture(opt, "billiards_final.svg").c_str());
-
-  if (!opt.quick) return 0;
-  return example::verdict(history.front(), history.back(), 5.0, check.worst_relative_error, 1e-4) ? 0 : 1;
+  return example::finish(opt, "billiards", history.front(), history.back(), 5.0, check.worst_relative_error);
 }

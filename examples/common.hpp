@@ -73,4 +73,20 @@ inline bool verdict(double first_loss, double last_loss, double factor, double g
   return fell && agrees;
 }
 
+// Prints what ctg::check_gradient found.
+template <class Check>
+void print_check(Check const& check) {
+  std::printf("gradient check: worst relative error %.2e over %d coefficients (%s)\n", check.worst_relative_error,
+              check.checked, check.worst.c_str());
+}
+
+// The end of every example: names its two pictures and, in --quick mode,
+// turns the verdict into the exit status CTest reads.
+inline int finish(options const& o, std::string const& name, double first_loss, double last_loss, double factor,
+                  double grad_error) {
+  std::printf("pictures: %s, %s\n", picture(o, name + "_loss.svg").c_str(), picture(o, name + "_final.svg").c_str());
+  if (!o.quick) return 0;
+  return verdict(first_loss, last_loss, factor, grad_error, 1e-4) ? 0 : 1;
+}
+
 }  // namespace example

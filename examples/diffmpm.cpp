@@ -175,8 +175,7 @@ int main(int argc, char** argv) {
   };
 
   auto const check = ctg::check_gradient({.step = 1e-6}, simulate, loss, init_v);
-  std::printf("gradient check: worst relative error %.2e over %d coefficients (%s)\n", check.worst_relative_error,
-              check.checked, check.worst.c_str());
+  example::print_check(check);
 
   double const learning_rate = 10;
   std::vector<double> history;
@@ -218,9 +217,5 @@ int main(int argc, char** argv) {
   doc.line(view.px(target.x()), view.py(target.y()) - 10, view.px(target.x()), view.py(target.y()) + 10, "#27ae60", 2);
   doc.text(20, 30, "diffmpm: the square at 6 moments, coloured by det F - 1", 14);
   doc.save(example::picture(opt, "diffmpm_final.svg"));
-  std::printf("pictures: %s, %s\n", example::picture(opt, "diffmpm_loss.svg").c_str(),
-              example::picture(opt, "diffmpm_final.svg").c_str());
-
-  if (!opt.quick) return 0;
-  return example::verdict(history.front(), history.back(), 10.0, check.worst_relative_error, 1e-4) ? 0 : 1;
+  return example::finish(opt, "diffmpm", history.front(), history.back(), 10.0, check.worst_relative_error);
 }

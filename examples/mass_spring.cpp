@@ -173,8 +173,7 @@ int main(int argc, char** argv) {
 
   // The adjoint against central differences, on a few weights, before training.
   auto const check = ctg::check_gradient({.step = 1e-6, .samples_per_field = 4}, simulate, loss, w, bias);
-  std::printf("gradient check: worst relative error %.2e over %d coefficients (%s)\n", check.worst_relative_error,
-              check.checked, check.worst.c_str());
+  example::print_check(check);
 
   // [snippet: descent]
   // Gradient descent with the gradient norm clipped, as in DiffTaichi.
@@ -227,9 +226,5 @@ int main(int argc, char** argv) {
   doc.polyline(path, "#8e44ad", 1.5);
   doc.text(20, 30, "mass_spring: the robot at 7 moments (darker: later) and its centre's path", 14);
   doc.save(example::picture(opt, "mass_spring_final.svg"));
-  std::printf("pictures: %s, %s\n", example::picture(opt, "mass_spring_loss.svg").c_str(),
-              example::picture(opt, "mass_spring_final.svg").c_str());
-
-  if (!opt.quick) return 0;
-  return example::verdict(history.front(), history.back(), 3.0, check.worst_relative_error, 1e-4) ? 0 : 1;
+  return example::finish(opt, "mass_spring", history.front(), history.back(), 3.0, check.worst_relative_error);
 }

@@ -103,8 +103,7 @@ int main(int argc, char** argv) {
   // [snippet end]
 
   auto const check = ctg::check_gradient({.samples_per_field = 12}, simulate, loss, initial);
-  std::printf("gradient check: worst relative error %.2e over %d coefficients (%s)\n", check.worst_relative_error,
-              check.checked, check.worst.c_str());
+  example::print_check(check);
 
   double const learning_rate = 0.25;
   std::vector<double> history;
@@ -137,9 +136,5 @@ int main(int argc, char** argv) {
   panel(1, initial.to_vector(), "optimised initial field p(0)");
   panel(2, last, "p(" + std::to_string(steps) + "): the waves it makes");
   doc.save(example::picture(opt, "wave_final.svg"));
-  std::printf("pictures: %s, %s\n", example::picture(opt, "wave_loss.svg").c_str(),
-              example::picture(opt, "wave_final.svg").c_str());
-
-  if (!opt.quick) return 0;
-  return example::verdict(history.front(), history.back(), 5.0, check.worst_relative_error, 1e-4) ? 0 : 1;
+  return example::finish(opt, "wave", history.front(), history.back(), 5.0, check.worst_relative_error);
 }
