@@ -124,16 +124,6 @@ struct let_slots<op::let<S...>> {
   static constexpr int slot[sizeof...(S) > 0 ? sizeof...(S) : 1] = {S...};
 };
 
-// The field access a store or atomic writes (seen through a component).
-template <class L>
-struct written_access {
-  using type = L;
-};
-template <class V, class... I>
-struct written_access<node<op::component, V, I...>> {
-  using type = V;
-};
-
 // ---- the fixed points over one offload body ----------------------------------------------
 template <class Root, int N>
 struct offload_analysis {

@@ -28,12 +28,13 @@ struct offload_parts<serial_offload<B>> {
   static constexpr int body_level = 0;
 };
 
-// Gradient accumulation into field I is a plain add when every iteration of
-// the parallel loop provably owns the slots it touches in I.
+// Whether every iteration of the parallel loop provably owns the elements it
+// touches in field I: accumulation into I (its values in the forward pass, its
+// gradient in the reverse pass) is then a plain add.
 template <class Body, int Axes, bool Parallel>
-struct grad_policy {
+struct slot_ownership {
   template <int I>
-  static constexpr bool plain_grad = Parallel && owns_slots<Axes, typename accesses_of<I, Body>::type>::value;
+  static constexpr bool owned = Parallel && owns_slots<Axes, typename accesses_of<I, Body>::type>::value;
 };
 
 template <class Args, class Offload, int Slots>
@@ -41,7 +42,7 @@ struct reverse_plan {
   using parts = offload_parts<Offload>;
   using body = typename parts::body;
   using analysis = offload_analysis<body, Slots>;
-  using policy = grad_policy<body, parts::axes, parts::parallel>;
+  using policy = slot_ownership<body, parts::axes, parts::parallel>;
   using evaluator = reverse<analysis, policy>;
   using shape = eval::loop_shape<Offload>;
   using locals = typename eval::slot_storage<body, Slots>::type;

@@ -277,10 +277,10 @@ struct reverse {
   }
 
   // Adds to a gradient element of parameter I: atomically when concurrent
-  // iterations may hit the same element (plain_grad: they provably do not).
+  // iterations may hit the same element (Policy::owned: they provably do not).
   template <int I, class Fr, class P>
   CTG_HOST_DEVICE static void accumulate_grad(Fr const& f, P* p, P const& g) {
-    if constexpr (Fr::parallel && !Policy::template plain_grad<I>) {
+    if constexpr (Fr::parallel && !Policy::template owned<I>) {
       if (f.concurrent) {
         backend::atomic_add(p, g);
         return;
@@ -540,6 +540,17 @@ struct reverse {
           static_cast<typename Fr::reduction_dests*>(nullptr));
     }
   }
+  // The gradient load_seeds read for destination L, when it could.
+  template <class L, class Fr, class P>
+  CTG_HOST_DEVICE static bool cached_seed(Fr const& f, P& seed) {
+    constexpr int slot = eval::partial_index<Fr, L>();
+    if constexpr (slot >= 0) {
+      if (f.used[slot]) seed = detail::get<slot>(f.partials);
+      return f.used[slot];
+    } else {
+      return false;
+    }
+  }
   template <class L, class Fr>
   CTG_HOST_DEVICE static void load_seed(Fr& f) {
     constexpr int slot = eval::partial_index<Fr, L>();
@@ -651,17 +662,8 @@ struct reverse {
       if constexpr (active<E>) {
         using P = std::remove_pointer_t<decltype(written_grad(kid<0>(n), f))>;
         P seed;
-        constexpr int slot = eval::partial_index<Fr, L>();
-        if constexpr (slot >= 0) {
-          if (f.used[slot]) {
-            seed = detail::get<slot>(f.partials);  // read once per thread (load_seeds)
-          } else {
-            auto* p = written_grad(kid<0>(n), f);  // out of range: reports
-            if (eval::missing(p)) return;
-            seed = *p;
-          }
-        } else {
-          auto* p = written_grad(kid<0>(n), f);
+        if (!cached_seed<L>(f, seed)) {
+          auto* p = written_grad(kid<0>(n), f);  // out of range: reports
           if (eval::missing(p)) return;
           seed = *p;
         }

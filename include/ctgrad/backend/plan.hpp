@@ -105,27 +105,16 @@ struct forward_pass {
   struct plan : stateless_pass<eval::frame, forward_body>::plan<Args, Offload, Slots> {
     using base = stateless_pass<eval::frame, forward_body>::plan<Args, Offload, Slots>;
     using dests = eval::privatized_t<typename offload_root<Offload>::type>;
-    // Fields whose every access in the body is at an element the iteration
-    // owns (the proof the reverse pass uses for plain gradient adds): their
-    // += and -= need no atomics.
+    // Fields every iteration touches only at its own elements (the proof the
+    // reverse pass uses for plain gradient adds): their += and -= need no
+    // atomics.
     using parts = ad::offload_parts<Offload>;
-    static constexpr unsigned long long owned = [] {
-      unsigned long long mask = 0;
-      if constexpr (parts::parallel) {
-        [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-          ((mask |= ad::owns_slots<parts::axes, typename ad::accesses_of<int(Is), typename parts::body>::type>::value
-                        ? 1ull << Is
-                        : 0ull),
-           ...);
-        }(std::make_index_sequence<(Args::size < 64 ? Args::size : 64)>{});
-      }
-      return mask;
-    }();
+    using ownership = ad::slot_ownership<typename parts::body, parts::axes, parts::parallel>;
     template <bool Parallel>
     using frame = eval::owning_frame<std::conditional_t<Parallel && dests::size != 0,
                                                         eval::reduction_frame<typename base::template frame<true>, dests>,
                                                         typename base::template frame<Parallel>>,
-                                     owned>;
+                                     ownership>;
     template <class Fr>
     CTG_HOST_DEVICE static void prepare(Fr& f, std::uint32_t*, long long, long long) {
       if constexpr (requires { f.partials; }) {

@@ -212,15 +212,6 @@ struct forward {
     else if constexpr (K == atomic_kind::min) *p = x < *p ? x : *p;
     else *p = *p < x ? x : *p;
   }
-  // The field parameter a store or an atomic writes (lhs: access or component).
-  template <class L>
-  static constexpr int written_param() {
-    if constexpr (std::is_same_v<typename L::op_type, op::component>)
-      return written_param<std::remove_cvref_t<decltype(kid<0>(std::declval<L>()))>>();
-    else
-      return L::op_type::param;
-  }
-
   // Adds a thread's privatised partial sums to their elements, once.
   template <class Fr>
   CTG_HOST_DEVICE static void flush_partials(Fr& f) {
@@ -266,13 +257,13 @@ struct forward {
         c = &p->coeffRef(eval(kid<1>(lhs), f));
       else
         c = &p->coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f));
-      accumulate<K, owned_field<Fr, written_param<L>()>()>(f, c, v);
+      accumulate<K, owned_field<Fr, written_access<L>::type::op_type::param>()>(f, c, v);
     } else {
       auto* p = address(lhs, f);
 #if CTG_BOUNDS_CHECK
       if (p == nullptr) return;
 #endif
-      accumulate<K, owned_field<Fr, written_param<L>()>()>(f, p, v);
+      accumulate<K, owned_field<Fr, written_access<L>::type::op_type::param>()>(f, p, v);
     }
   }
 

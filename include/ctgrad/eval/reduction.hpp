@@ -112,19 +112,19 @@ struct reduction_frame<Base, detail::type_list<L...>> : Base {
   bool used[sizeof...(L)];
 };
 
-// A frame that knows which fields (bit I: parameter I) every iteration
-// touches only at elements of its own.
-template <class Base, unsigned long long Owned>
+// A frame that knows which fields every iteration touches only at elements
+// of its own (Ownership::owned<I>, ad::slot_ownership).
+template <class Base, class Ownership>
 struct owning_frame : Base {
-  static constexpr unsigned long long owned_fields = Owned;
+  using ownership = Ownership;
 };
 
 // Whether accumulation into parameter I may be a plain add in frame Fr
 // whatever the threads.
 template <class Fr, int I>
 constexpr bool owned_field() {
-  if constexpr (requires { Fr::owned_fields; })
-    return I < 64 && ((Fr::owned_fields >> I) & 1ull) != 0;
+  if constexpr (requires { typename Fr::ownership; })
+    return Fr::ownership::template owned<I>;
   else
     return false;
 }

@@ -219,6 +219,16 @@ template <class Op>
 inline constexpr bool is_loop_index_op = false;
 template <int L, int A>
 inline constexpr bool is_loop_index_op<op::loop_index<L, A>> = true;
+// The field access a store or atomic writes (seen through a component).
+template <class L>
+struct written_access {
+  using type = L;
+};
+template <class V, class... I>
+struct written_access<node<op::component, V, I...>> {
+  using type = V;
+};
+
 template <class Op>
 inline constexpr bool is_store_op = std::is_same_v<Op, op::store>;
 template <class Op>
