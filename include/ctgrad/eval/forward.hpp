@@ -98,9 +98,7 @@ struct forward {
   template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
   CTG_HOST_DEVICE static T eval(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
     T const* p = address(n, f);
-#if CTG_BOUNDS_CHECK
-    if (p == nullptr) return zero_of<T>();
-#endif
+    if (missing(p)) return zero_of<T>();
     return *p;
   }
 
@@ -173,17 +171,13 @@ struct forward {
   template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class V>
   CTG_HOST_DEVICE static void write(node<op::access<I, T, R, G, D, B>, Idx...> const& lhs, V const& v, Fr& f) {
     T* p = address(lhs, f);
-#if CTG_BOUNDS_CHECK
-    if (p == nullptr) return;
-#endif
+    if (missing(p)) return;
     *p = convert<T>(v);
   }
   template <class Fr, class A, class... I, class V>
   CTG_HOST_DEVICE static void write(node<op::component, A, I...> const& lhs, V const& v, Fr& f) {
     auto* p = address(kid<0>(lhs), f);
-#if CTG_BOUNDS_CHECK
-    if (p == nullptr) return;
-#endif
+    if (missing(p)) return;
     using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
     if constexpr (sizeof...(I) == 1)
       p->coeffRef(eval(kid<1>(lhs), f)) = convert<S>(v);
@@ -225,9 +219,7 @@ struct forward {
   }
   template <class Fr, class T>
   CTG_HOST_DEVICE static void flush_partial(Fr const& f, T* p, T const& partial) {
-#if CTG_BOUNDS_CHECK
-    if (p == nullptr) return;
-#endif
+    if (missing(p)) return;
     accumulate<atomic_kind::add>(f, p, partial);
   }
 
@@ -248,9 +240,7 @@ struct forward {
     }
     if constexpr (std::is_same_v<typename L::op_type, op::component>) {
       auto* p = address(kid<0>(lhs), f);
-#if CTG_BOUNDS_CHECK
-      if (p == nullptr) return;
-#endif
+      if (missing(p)) return;
       using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
       S* c;
       if constexpr (L::arity == 2)
@@ -260,9 +250,7 @@ struct forward {
       accumulate<K, owned_field<Fr, written_access<L>::type::op_type::param>()>(f, c, v);
     } else {
       auto* p = address(lhs, f);
-#if CTG_BOUNDS_CHECK
-      if (p == nullptr) return;
-#endif
+      if (missing(p)) return;
       accumulate<K, owned_field<Fr, written_access<L>::type::op_type::param>()>(f, p, v);
     }
   }
