@@ -204,13 +204,17 @@ struct rule<ir::fn::sub> {
   }
 };
 
-template <>
-struct rule<ir::fn::mul> {
-  // Bilinear: each operand's adjoint needs the other operand's value.
+// Bilinear operations (products): each operand's adjoint needs the other
+// operand's value.
+struct bilinear_rule {
   template <int K>
   static constexpr bool needs(bool a0, bool a1) {
     return K == 0 ? a1 : a0;
   }
+};
+
+template <>
+struct rule<ir::fn::mul> : bilinear_rule {
   template <int K, class G, class A, class B>
   CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
     constexpr bool mat_a = is_eigen_fixed_v<operand_t<A>>, mat_b = is_eigen_fixed_v<operand_t<B>>;
@@ -238,11 +242,7 @@ struct rule<ir::fn::mul> {
 };
 
 template <>
-struct rule<ir::fn::cmul> {
-  template <int K>
-  static constexpr bool needs(bool a0, bool a1) {
-    return K == 0 ? a1 : a0;
-  }
+struct rule<ir::fn::cmul> : bilinear_rule {
   template <int K, class G, class A, class B>
   CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
     if constexpr (K == 0)
@@ -365,11 +365,7 @@ template <>
 struct rule<ir::fn::max> : pick_rule<true> {};
 
 template <>
-struct rule<ir::fn::dot> {
-  template <int K>
-  static constexpr bool needs(bool a0, bool a1) {
-    return K == 0 ? a1 : a0;
-  }
+struct rule<ir::fn::dot> : bilinear_rule {
   template <int K, class G, class A, class B>
   CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
     if constexpr (K == 0)
@@ -423,11 +419,7 @@ struct rule<ir::fn::norm> {
 };
 
 template <>
-struct rule<ir::fn::cross> {
-  template <int K>
-  static constexpr bool needs(bool a0, bool a1) {
-    return K == 0 ? a1 : a0;
-  }
+struct rule<ir::fn::cross> : bilinear_rule {
   template <int K, class G, class A, class B>
   CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
     if constexpr (is_eigen_fixed_v<G>) {  // 3-vectors: <g, a x b> = <a, b x g> = <b, g x a>
@@ -450,11 +442,7 @@ struct rule<ir::fn::cross> {
 };
 
 template <>
-struct rule<ir::fn::outer> {
-  template <int K>
-  static constexpr bool needs(bool a0, bool a1) {
-    return K == 0 ? a1 : a0;
-  }
+struct rule<ir::fn::outer> : bilinear_rule {
   template <int K, class G, class A, class B>
   CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
     using AT = operand_t<A>;
