@@ -6,6 +6,8 @@
 #include "field.hpp"
 #include "ir/custom.hpp"
 #include "ir/expr.hpp"
+#include "ir/decompositions.hpp"
+#include "ad/decomposition_rules.hpp"
 #include "check/diagnostics.hpp"
 #include "check_gradient.hpp"
 #include "kernel.hpp"
