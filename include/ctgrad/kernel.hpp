@@ -196,8 +196,33 @@ class kernel_t {
     using offloads_t = decltype(kir_t::offloads);
     using summary = reverse_summary<args_t, offloads_t, kir_t::slots>;
     using rules = check::kernel_checks<args_t, offloads_t, kir_t::slots>;
+
+    // The IR built in a constant expression: possible when the lambda
+    // captures nothing and every argument is a field (scalar arguments are
+    // values only a launch has). Its plain numbers are then known here.
+    template <std::size_t... Is>
+    static constexpr kir_t build_constant(std::index_sequence<Is...>) {
+      return ir::build_kernel_ir(F{}, typename ir::arg_traits<int(Is), A>::handle_type{}...);
+    }
+    static constexpr bool constant_ir = [] {
+      if constexpr (!std::is_default_constructible_v<F> || !(is_field_v<A> && ...))
+        return false;
+      else
+        return requires { typename std::integral_constant<int, (build_constant(std::index_sequence_for<A...>{}), 0)>; };
+    }();
+
+    static constexpr report typed = rules::evaluate(nullptr, nullptr, false);
+    template <bool WithValues>
+    static constexpr report decided() {
+      if constexpr (WithValues) {
+        constexpr kir_t kir = build_constant(std::index_sequence_for<A...>{});
+        return rules::evaluate(&kir.offloads, nullptr, false);
+      } else {
+        return typed;
+      }
+    }
     static constexpr report findings = [] {
-      report r = rules::evaluate(nullptr, nullptr, false);
+      report r = decided<typed.wants_values && constant_ir>();
       if (options::no_adstack && summary::uses_stack) r.add(finding::nested_loop_needs_adstack, -1, -1);
       if (!options::no_adstack && summary::unbounded && options::capacity < 0) r.add(finding::adstack_unsized, -1, -1);
       return r;
@@ -205,11 +230,26 @@ class kernel_t {
     static constexpr bool ok = findings.ok();
   };
 
+  // What the launch-time half of the checks reads of a field: device fields
+  // of integers (loop bounds, indices) as host copies.
+  template <class X>
+  static X readable(X const& x) {
+    if constexpr (is_field_v<X>) {
+      if constexpr (std::is_integral_v<typename X::value_type>)
+        if (x.space() == memory_space::device) return x.clone(memory_space::host);
+    }
+    return x;
+  }
+
   // Pairs that plain numbers decide are checked here, with the same IDs.
-  template <class Checks, class Kir, class Bound, class... A>
-  static void check_at_launch(Kir const& kir, Bound const& bound, A const&... args) {
+  template <class Checks, class Kir, class... A>
+  static void check_at_launch(Kir const& kir, memory_space space, A const&... args) {
     if constexpr (Checks::findings.undecided > 0) {
-      report const r = Checks::rules::evaluate(&kir.offloads, &bound, true);
+      auto check_with = [&](auto const&... readable_args) {
+        auto const bound = bind(std::index_sequence_for<A...>{}, readable_args...);
+        return Checks::rules::evaluate(&kir.offloads, &bound, true);
+      };
+      report const r = space == memory_space::device ? check_with(readable(args)...) : check_with(args...);
       if (!r.ok()) {
         auto const& e = r.items[0];
         std::string where = e.param >= 0 ? " (" + detail::describe_param(e.param, args...) + ")" : std::string();
@@ -280,7 +320,7 @@ class kernel_t {
     constexpr bool backwards = std::is_same_v<Pass, backend::reverse_pass>;
     if constexpr (backwards) {
       check_aliasing(args...);
-      check_at_launch<reverse_checks<A...>>(kir, bound, args...);
+      check_at_launch<reverse_checks<A...>>(kir, space, args...);
     }
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (run_one<Pass, slots>(detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), bound, space, args...), ...);

@@ -12,15 +12,17 @@ constexpr int n = 4;
 
 using scalar_t = ctg::field<float, 0, ctg::grad>;
 using vector_t = ctg::field<float, 1, ctg::grad>;
+using count_t = ctg::field<int, 0>;
 
-// The loop body of the seed's factory: cross_iter loads out[i - 1],
+// The loop body of the seed's factory, its bound read from a field as the
+// seed writes it (range(n_iter[None])): cross_iter loads out[i - 1],
 // constant_outside loads out[n] (a slot the loop never writes).
 template <bool CrossIter>
-auto inner_loop(auto x, auto out) {
+auto inner_loop(auto x, auto out, auto n_iter) {
   if constexpr (CrossIter)
-    return ctg::range(n, [=](auto i) { return ctg::if_(i == 0, out[i] = x(), out[i] = out[i - 1] + x()); });
+    return ctg::range(n_iter(), [=](auto i) { return ctg::if_(i == 0, out[i] = x(), out[i] = out[i - 1] + x()); });
   else
-    return ctg::range(n, [=](auto i) { return out[i] = out[n] + x(); });
+    return ctg::range(n_iter(), [=](auto i) { return out[i] = out[n] + x(); });
 }
 
 // has_outer_for: nested under range(1) (loop level 1) or under static_range<1>
@@ -28,26 +30,26 @@ auto inner_loop(auto x, auto out) {
 // range sits in a ctg::func called from the kernel.
 template <bool OuterFor, bool InFunc, bool CrossIter, class... Options>
 auto make_kernel() {
-  auto body = [](auto x, auto out) {
+  auto body = [](auto x, auto out, auto n_iter) {
     if constexpr (InFunc) {
-      auto f = ctg::func<"body">([](auto x, auto out) { return inner_loop<CrossIter>(x, out); });
-      return f(x, out);
+      auto f = ctg::func<"body">([](auto x, auto out, auto n_iter) { return inner_loop<CrossIter>(x, out, n_iter); });
+      return f(x, out, n_iter);
     } else {
-      return inner_loop<CrossIter>(x, out);
+      return inner_loop<CrossIter>(x, out, n_iter);
     }
   };
-  return ctg::kernel<"compute", Options...>([=](auto x, auto out) {
+  return ctg::kernel<"compute", Options...>([=](auto x, auto out, auto n_iter) {
     if constexpr (OuterFor)
-      return ctg::range(1, [=](auto) { return body(x, out); });
+      return ctg::range(1, [=](auto) { return body(x, out, n_iter); });
     else
-      return ctg::static_range<1>([=](auto) { return body(x, out); });
+      return ctg::static_range<1>([=](auto) { return body(x, out, n_iter); });
   });
 }
 
 template <bool OuterFor, bool InFunc, bool CrossIter, class... Options>
 constexpr ctg::report seed_report() {
   using K = decltype(make_kernel<OuterFor, InFunc, CrossIter, Options...>());
-  return K::template diagnose<scalar_t, vector_t>();
+  return K::template diagnose<scalar_t, vector_t, count_t>();
 }
 
 // Runs forward then reverse as the seed does and returns x.grad.
@@ -56,16 +58,18 @@ float seed_gradient() {
   auto k = make_kernel<OuterFor, InFunc, CrossIter, Options...>();
   scalar_t x;
   vector_t out(CrossIter ? n : 2 * n);
+  count_t n_iter;
+  n_iter.at() = n;
   x.at() = 1.0f;
   if (!CrossIter) out.at(n) = 0.5f;
-  k(x, out);
+  k(x, out, n_iter);
   out.zero_grad();
   if (CrossIter)
     out.grad().at(n - 1) = 1.0f;
   else
     for (int i = 0; i < n; ++i) out.grad().at(i) = 1.0f;
   x.zero_grad();
-  k.grad(x, out);
+  k.grad(x, out, n_iter);
   return x.grad().at();
 }
 
@@ -85,8 +89,15 @@ static_assert(seed_report<true, false, true, ctg::no_adstack>().ok());
 static_assert(seed_report<true, true, true, ctg::no_adstack>().ok());
 static_assert(seed_report<false, false, false>().ok());
 static_assert(seed_report<false, true, false>().ok());
+static_assert(seed_report<true, false, false>().ok());
+static_assert(seed_report<true, true, false>().ok());
+static_assert(seed_report<false, false, false, ctg::no_adstack>().ok());
+static_assert(seed_report<false, true, false, ctg::no_adstack>().ok());
 static_assert(seed_report<true, false, false, ctg::no_adstack>().ok());
 static_assert(seed_report<true, true, false, ctg::no_adstack>().ok());
+// The field-load bound is read at launch: the kernel-top constant-outside
+// shapes are decided there.
+static_assert(seed_report<false, false, false>().undecided > 0);
 
 TEST_CASE("seed matrix: the shapes that compile give exactly x.grad == n") {
   // out[n-1] = n * x for the cross-iteration chain; sum_i out[i] = n * x + const otherwise.
@@ -102,6 +113,22 @@ TEST_CASE("seed matrix: the shapes that compile give exactly x.grad == n") {
   CHECK(seed_gradient<false, true, false, ctg::no_adstack>() == float(n));
   CHECK(seed_gradient<true, false, false, ctg::no_adstack>() == float(n));
   CHECK(seed_gradient<true, true, false, ctg::no_adstack>() == float(n));
+}
+
+TEST_CASE("seed matrix: a field-load bound that reaches the constant slot is rejected at launch") {
+  // With n_iter > n the slot out[n] is written by iteration n: a
+  // cross-iteration read-after-write, reported with the compile-time ID.
+  auto k = make_kernel<false, true, false>();
+  scalar_t x;
+  vector_t out(2 * n);
+  count_t n_iter;
+  n_iter.at() = n + 1;
+  k(x, out, n_iter);
+  CHECK_THROWS_WITH_AS(k.grad(x, out, n_iter), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
+  CHECK_THROWS_WITH_AS(k.grad(x, out, n_iter), doctest::Contains("in func 'body'"), ctg::autodiff_error);
+  n_iter.at() = n;
+  k(x, out, n_iter);
+  CHECK_NOTHROW(k.grad(x, out, n_iter));
 }
 
 TEST_CASE("seed matrix: the constant-outside slot is decided at launch when n is a plain number") {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "../analysis/intervals.hpp"
 #include "../errors.hpp"
 #include "../eval/forward.hpp"
 #include "adstack.hpp"
@@ -17,13 +18,7 @@
 
 namespace ctg::ad {
 
-struct interval {
-  long long lo = 0;
-  long long hi = 0;
-  bool known = false;
-  static interval exact(long long v) { return {v, v, true}; }
-  static interval unknown() { return {0, 0, false}; }
-};
+using analysis::interval;
 
 // Whether an integer expression can be bounded at launch from its type alone.
 template <class E>
@@ -49,113 +44,13 @@ template <class N, class K>
 inline constexpr bool boundable_v<node<op::func_scope<N>, K>> = boundable_v<K>;
 
 template <int Levels, int Axes>
-struct bound_env {
-  interval idx[Levels > 0 ? Levels : 1][Axes > 0 ? Axes : 1];
-};
-
-template <class Args>
-struct interval_eval {
-  Args const* args;
-
-  template <class Env, class T>
-  interval operator()(node<op::literal<T>> const& n, Env const&) const {
-    return interval::exact((long long)n.op.value);
-  }
-  template <class Env, long long V>
-  interval operator()(node<op::constant<V>> const&, Env const&) const {
-    return interval::exact(V);
-  }
-  template <class Env, int I, int A>
-  interval operator()(node<op::extent<I, A>> const&, Env const&) const {
-    return interval::exact(detail::get<I>(*args).extent[A]);
-  }
-  template <class Env, int L, int A>
-  interval operator()(node<op::loop_index<L, A>> const&, Env const& env) const {
-    return env.idx[L][A];
-  }
-  template <class Env, class N, class K>
-  interval operator()(node<op::func_scope<N>, K> const& n, Env const& env) const {
-    return (*this)(kid<0>(n), env);
-  }
-  template <class Env, class T, class K>
-  interval operator()(node<op::cast<T>, K> const& n, Env const& env) const {
-    return (*this)(kid<0>(n), env);
-  }
-  // The extremes of an integer field over the box its indices can reach.
-  template <class Env, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
-  interval operator()(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Env const& env) const {
-    auto const& view = detail::get<I>(*args);
-    interval box[R > 0 ? R : 1];
-    bool ok = true;
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      ((box[Is] = (*this)(detail::get<Is>(n.kids), env)), ...);
-    }(std::index_sequence_for<Idx...>{});
-    for (int a = 0; a < R; ++a) {
-      ok = ok && box[a].known;
-      if (!ok) break;
-      box[a].lo = std::max<long long>(box[a].lo, 0);
-      box[a].hi = std::min<long long>(box[a].hi, view.extent[a] - 1);
-      if (box[a].hi < box[a].lo) return interval::exact(0);
-    }
-    if (!ok) return interval::unknown();
-    interval out{std::numeric_limits<long long>::max(), std::numeric_limits<long long>::min(), true};
-    long long cur[R > 0 ? R : 1];
-    for (int a = 0; a < R; ++a) cur[a] = box[a].lo;
-    for (;;) {
-      std::int64_t off = 0;
-      for (int a = 0; a < R; ++a) off = off * view.extent[a] + cur[a];
-      long long const v = (long long)view.data[off];
-      out.lo = std::min(out.lo, v);
-      out.hi = std::max(out.hi, v);
-      int a = R - 1;
-      while (a >= 0 && ++cur[a] > box[a].hi) cur[a] = box[a].lo, --a;
-      if (a < 0) break;
-    }
-    return out;
-  }
-  template <class Env, class Fn, class... K>
-  interval operator()(node<op::math<Fn>, K...> const& n, Env const& env) const {
-    interval v[sizeof...(K)];
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      ((v[Is] = (*this)(detail::get<Is>(n.kids), env)), ...);
-    }(std::index_sequence_for<K...>{});
-    for (auto const& x : v)
-      if (!x.known) return interval::unknown();
-    if constexpr (std::is_same_v<Fn, fn::neg>) {
-      return {-v[0].hi, -v[0].lo, true};
-    } else if constexpr (std::is_same_v<Fn, fn::add>) {
-      return {v[0].lo + v[1].lo, v[0].hi + v[1].hi, true};
-    } else if constexpr (std::is_same_v<Fn, fn::sub>) {
-      return {v[0].lo - v[1].hi, v[0].hi - v[1].lo, true};
-    } else if constexpr (std::is_same_v<Fn, fn::min>) {
-      return {std::min(v[0].lo, v[1].lo), std::min(v[0].hi, v[1].hi), true};
-    } else if constexpr (std::is_same_v<Fn, fn::max>) {
-      return {std::max(v[0].lo, v[1].lo), std::max(v[0].hi, v[1].hi), true};
-    } else if constexpr (std::is_same_v<Fn, fn::mul>) {
-      long long c[4] = {v[0].lo * v[1].lo, v[0].lo * v[1].hi, v[0].hi * v[1].lo, v[0].hi * v[1].hi};
-      return {*std::min_element(c, c + 4), *std::max_element(c, c + 4), true};
-    } else if constexpr (std::is_same_v<Fn, fn::div>) {
-      if (v[1].lo <= 0 && v[1].hi >= 0) return interval::unknown();
-      long long c[4] = {v[0].lo / v[1].lo, v[0].lo / v[1].hi, v[0].hi / v[1].lo, v[0].hi / v[1].hi};
-      return {*std::min_element(c, c + 4), *std::max_element(c, c + 4), true};
-    } else if constexpr (std::is_same_v<Fn, fn::mod>) {
-      long long const m = std::max(std::llabs(v[1].lo), std::llabs(v[1].hi));
-      return {v[0].lo < 0 ? -(m - 1) : 0, v[0].hi > 0 ? m - 1 : 0, true};
-    } else {
-      return interval::unknown();
-    }
-  }
-  template <class Env, class E>
-  interval operator()(E const&, Env const&) const {
-    return interval::unknown();
-  }
-};
+using bound_env = analysis::index_ranges<Levels, Axes>;
 
 // Walks one offload body and adds up, per nested loop with carried locals,
 // its largest trip count times its snapshot size.
 template <class Reverse, class Locals, class Args, int Levels, int Axes>
 struct capacity_walk {
-  interval_eval<Args> ev;
+  analysis::interval_eval<Args> ev;
   long long unbounded_iterations;  // from adstack_capacity<N>, or -1
   long long bytes = 0;
   int unsized_site = -1;  // a loop no launch could bound, without a capacity
@@ -172,7 +67,7 @@ struct capacity_walk {
       long long trips = 1;
       bool known = true;
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        ((visit_axis<Op::level, int(Is)>(ev(detail::get<Is>(n.kids), env), ev(detail::get<A + Is>(n.kids), env),
+        ((visit_axis<Op::level, int(Is)>(ev(&detail::get<Is>(n.kids), env), ev(&detail::get<A + Is>(n.kids), env),
                                           inner, trips, known)),
          ...);
       }(std::make_index_sequence<A>{});

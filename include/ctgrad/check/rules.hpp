@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "../ad/offload.hpp"
+#include "dependence.hpp"
 #include "events.hpp"
 #include "verdict.hpp"
 
@@ -36,6 +37,9 @@ struct report {
   entry items[capacity]{};
   int count = 0;
   int undecided = 0;  // pairs only a launch can decide
+  // Some pair was left to the launch for want of plain numbers' values (an IR
+  // built in a constant expression may decide it at compile time).
+  bool wants_values = false;
 
   constexpr bool ok() const { return count == 0; }
   constexpr bool has(finding f) const {
@@ -204,32 +208,131 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     else if (v == verdict::unknown)
       ++r.undecided;
   }
+  // A pair's verdict, and whether values not known here (plain numbers,
+  // extents, loop bounds) could change it.
+  struct pair_verdict {
+    verdict v;
+    bool unknowns;
+  };
+  static constexpr void record(report& r, pair_verdict p, bool at_launch, finding f, int param, int offload,
+                               char const* func) {
+    record(r, p.v, at_launch, f, param, offload, func);
+    if (p.unknowns && !at_launch) r.wants_values = true;
+  }
 
-  // ---- D2 within parallel offload K ---------------------------------------------------------------
+  // Field parameters some statement of the kernel writes: what they hold may
+  // change while it runs, so their contents are never read as constants.
+  template <class List>
+  struct written_in;
+  template <class... E>
+  struct written_in<detail::type_list<E...>> {
+    template <std::size_t K>
+    static constexpr unsigned long long mask() {
+      using body = typename view<K>::body;
+      return ((E::kind != access_kind::load ? param_bit(event_access_t<E, body>::op_type::param) : 0ull) | ... | 0ull);
+    }
+  };
+  static constexpr unsigned long long written_params = [] {
+    return [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
+      return (written_in<events<Ks>>::template mask<Ks>() | ... | 0ull);
+    }(std::make_index_sequence<n_offloads>{});
+  }();
+
+  template <std::size_t K>
+  static constexpr offload_t<K> const* offload_ptr(offloads_t const* offs) {
+    return offs ? &detail::get<K>(*offs) : static_cast<offload_t<K> const*>(nullptr);
+  }
+
+  // The loop indices around event E of offload K, with their ranges.
+  template <std::size_t K, class E>
+  static constexpr access_space event_space(offloads_t const* offs, Args const* args) {
+    analysis::interval_eval<Args> const ev{args, written_params};
+    access_space space{};
+    if constexpr (view<K>::parallel) enter_loop(view<K>::loop_ptr(offload_ptr<K>(offs)), ev, space);
+    path_loops<typename view<K>::body, typename E::path>::enter(body_ptr<K>(offs), ev, space);
+    return space;
+  }
+
+  // The affine forms of the indices of an access.
+  template <class Acc>
+  static constexpr void index_forms(Acc const* a, Args const* args, affine_form* out) {
+    form_eval<Args> const fe{args, written_params};
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      ((out[Is] = fe(kid_ptr<Is>(a))), ...);
+    }(std::make_index_sequence<Acc::arity>{});
+  }
+
+  // ---- D2: cross-iteration read-after-write in parallel offload K --------------------------------
+  // Event SI writes, event LJ reads the same differentiable field, anywhere in
+  // the body (nested loops and funcs included): an error when some iteration
+  // can read an element another iteration writes.
+  template <std::size_t K, class SI, class LJ>
+  static constexpr pair_verdict d2_verdict(offloads_t const* offs, Args const* args, bool at_launch) {
+    using body = typename view<K>::body;
+    using SA = event_access_t<SI, body>;
+    using LA = event_access_t<LJ, body>;
+    auto const* b = body_ptr<K>(offs);
+    auto const* s = node_ptr<body, typename SI::path>(b);
+    auto const* l = node_ptr<body, typename LJ::path>(b);
+    constexpr int rank = SA::arity;
+    affine_form fs[rank > 0 ? rank : 1], fl[rank > 0 ? rank : 1];
+    index_forms(s, args, fs);
+    index_forms(l, args, fl);
+    // The same index expressions in a store and a load name the iteration's
+    // own element (a store that other iterations hit would race already in
+    // the forward pass): the seed's in-place rule, needed where an index is
+    // not affine (a local, a value read from a field).
+    if constexpr (SI::kind == access_kind::store && std::is_same_v<SA, LA>) {
+      bool opaque = false;
+      for (int k = 0; k < rank; ++k) opaque = opaque || !fs[k].linear;
+      if (opaque) {
+        verdict const same = same_literals(s, l);
+        if (same == verdict::ok) return {verdict::ok, false};
+        if (same == verdict::unknown && !at_launch) return {verdict::unknown, true};
+      }
+    }
+    access_space const ss = event_space<K, SI>(offs, args);
+    access_space const sl = event_space<K, LJ>(offs, args);
+    // Distinct iterations of the offload loop: the first axis where they
+    // differ, in either direction.
+    constexpr int axes = view<K>::axes;
+    relations cases[2 * axes];
+    for (int a = 0; a < axes; ++a)
+      for (int dir = 0; dir < 2; ++dir) {
+        relations& c = cases[2 * a + dir];
+        for (int q = 0; q < a; ++q) c.r[0][q] = relation::same;
+        c.r[0][a] = dir == 0 ? relation::before : relation::after;
+      }
+    meeting const m = may_meet(fs, fl, rank, ss, sl, cases, 2 * axes);
+    if (m.disjoint) return {verdict::ok, false};
+    if (at_launch || !m.unknowns) return {verdict::error, false};
+    auto const* loop = view<K>::loop_ptr(offload_ptr<K>(offs));
+    verdict const v = d2_pair(s, l, loop, args);
+    return {v == verdict::ok ? verdict::unknown : v, true};
+  }
+
   template <std::size_t K>
   static constexpr void d2(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
     if constexpr (view<K>::parallel) {
       using E = typename to_tuple<events<K>>::type;
       using body = typename view<K>::body;
       constexpr std::size_t n = to_tuple<events<K>>::size;
-      auto const* b = body_ptr<K>(offs);
-      auto const* loop = view<K>::loop_ptr(offs ? &detail::get<K>(*offs) : static_cast<offload_t<K> const*>(nullptr));
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        auto over_loads = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+        auto over_writes = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
           using SI = detail::tuple_element_t<I, E>;
-          if constexpr (SI::kind != access_kind::load && seq_size<typename SI::loops>::size == 0) {
+          if constexpr (SI::kind == access_kind::store || SI::kind == access_kind::accumulate) {
             using SA = event_access_t<SI, body>;
             if constexpr (differentiable_access<SA>()) {
               [&]<std::size_t... Js>(std::index_sequence<Js...>) {
                 auto pair = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
                   using LJ = detail::tuple_element_t<J, E>;
-                  if constexpr (LJ::kind == access_kind::load && seq_size<typename LJ::loops>::size == 0) {
+                  if constexpr (LJ::kind == access_kind::load) {
                     using LA = event_access_t<LJ, body>;
                     if constexpr (LA::op_type::param == SA::op_type::param && differentiable_access<LA>()) {
-                      verdict v = d2_pair(node_ptr<body, typename SI::path>(b), node_ptr<body, typename LJ::path>(b),
-                                          loop, args);
+                      pair_verdict const v = d2_verdict<K, SI, LJ>(offs, args, at_launch);
                       record(r, v, at_launch, finding::cross_iteration_raw, SA::op_type::param, int(K),
-                             name_or(func_on_path<body, typename SI::path>::name, view<K>::func));
+                             name_or(func_on_path<body, typename SI::path>::name,
+                                     name_or(func_on_path<body, typename LJ::path>::name, view<K>::func)));
                     }
                   }
                 };
@@ -238,12 +341,88 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
             }
           }
         };
-        (over_loads(std::integral_constant<std::size_t, Is>{}), ...);
+        (over_writes(std::integral_constant<std::size_t, Is>{}), ...);
       }(std::make_index_sequence<n>{});
     }
   }
 
   // ---- D3: a needed load in offload A, a write in offload B (B >= A) ----------------------------------
+  // An error when the write can overwrite the element the load read, after
+  // it read it: in a later offload, later in the same iteration, or in a
+  // later iteration of a loop both sit in.
+  template <std::size_t A, std::size_t B, std::size_t I, std::size_t J>
+  static constexpr pair_verdict d3_verdict(offloads_t const* offs, Args const* args, bool at_launch) {
+    using LI = detail::tuple_element_t<I, typename to_tuple<events<A>>::type>;
+    using SJ = detail::tuple_element_t<J, typename to_tuple<events<B>>::type>;
+    using bodyA = typename view<A>::body;
+    using bodyB = typename view<B>::body;
+    auto const* s = node_ptr<bodyB, typename SJ::path>(body_ptr<B>(offs));
+    auto const* l = node_ptr<bodyA, typename LI::path>(body_ptr<A>(offs));
+    constexpr int rank = std::remove_pointer_t<decltype(s)>::arity;
+    affine_form fs[rank > 0 ? rank : 1], fl[rank > 0 ? rank : 1];
+    index_forms(s, args, fs);
+    index_forms(l, args, fl);
+    access_space const ss = event_space<B, SJ>(offs, args);
+    access_space const sl = event_space<A, LI>(offs, args);
+
+    relations cases[1 + max_levels * max_axes];
+    int count = 0;
+    verdict fallback = verdict::ok;
+    if constexpr (A != B) {
+      cases[count++] = relations{};  // different offloads: no index in common
+      fallback = may_hit(s, l, args, 0, -1);
+    } else {
+      using loops = seq_size<typename LI::loops>;
+      constexpr int common = common_loops<typename LI::loops, typename SJ::loops>();
+      relations base{};
+      if constexpr (view<A>::parallel)
+        for (int a = 0; a < view<A>::axes; ++a) base.r[0][a] = relation::same;  // one iteration of the offload
+      int equal = view<A>::parallel ? 1 : 0;  // levels below share their index values
+      auto hold = [&](relations& c, int e) {  // the same iteration of loop entry e
+        if (entry_level(e) == while_level || entry_level(e) >= max_levels) return;
+        for (int a = 0; a < entry_axes(e) && a < max_axes; ++a) c.r[entry_level(e)][a] = relation::same;
+      };
+      // Later in the same iteration of every common loop.
+      if constexpr (J > I) {
+        relations c = base;
+        int eq = equal;
+        for (int k = 0; k < common; ++k) {
+          hold(c, loops::at(k));
+          if (entry_level(loops::at(k)) != while_level) eq = entry_level(loops::at(k)) + 1;
+        }
+        cases[count++] = c;
+        fallback = either(fallback, may_hit(s, l, args, eq, -1));
+      }
+      // A later iteration of common loop k, the same one of the loops around it.
+      for (int k = 0; k < common; ++k) {
+        relations c = base;
+        int eq = equal;
+        for (int q = 0; q < k; ++q) {
+          hold(c, loops::at(q));
+          if (entry_level(loops::at(q)) != while_level) eq = entry_level(loops::at(q)) + 1;
+        }
+        int const e = loops::at(k);
+        int const level = entry_level(e);
+        if (level == while_level || level >= max_levels) {
+          cases[count++] = c;
+        } else {
+          for (int b = 0; b < entry_axes(e) && b < max_axes; ++b) {
+            relations d = c;
+            for (int q = 0; q < b; ++q) d.r[level][q] = relation::same;
+            d.r[level][b] = relation::after;  // the write's iteration comes later
+            cases[count++] = d;
+          }
+        }
+        int const later = (level != while_level && entry_axes(e) == 1) ? level : -1;
+        fallback = either(fallback, may_hit(s, l, args, eq, later));
+      }
+    }
+    meeting const m = may_meet(fs, fl, rank, ss, sl, cases, count);
+    if (m.disjoint) return {verdict::ok, false};
+    if (at_launch || !m.unknowns) return {verdict::error, false};
+    return {fallback == verdict::ok ? verdict::unknown : fallback, true};
+  }
+
   template <std::size_t A, std::size_t B>
   static constexpr void d3(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
     using EA = typename to_tuple<events<A>>::type;
@@ -251,8 +430,6 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     using bodyA = typename view<A>::body;
     using bodyB = typename view<B>::body;
     constexpr std::size_t na = to_tuple<events<A>>::size, nb = to_tuple<events<B>>::size;
-    auto const* ba = body_ptr<A>(offs);
-    auto const* bb = body_ptr<B>(offs);
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto over_loads = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
         using LI = detail::tuple_element_t<I, EA>;
@@ -265,33 +442,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
                 if constexpr (SJ::kind == access_kind::store || SJ::kind == access_kind::accumulate) {
                   using SA = event_access_t<SJ, bodyB>;
                   if constexpr (SA::op_type::param == LA::op_type::param) {
-                    auto const* s = node_ptr<bodyB, typename SJ::path>(bb);
-                    auto const* l = node_ptr<bodyA, typename LI::path>(ba);
-                    verdict v = verdict::ok;
-                    if constexpr (A != B) {
-                      v = may_hit(s, l, args, 0, -1);  // different offloads: no index in common
-                    } else {
-                      constexpr int common = common_loops<typename LI::loops, typename SJ::loops>();
-                      constexpr int base = view<A>::parallel ? 1 : 0;  // the offload loop is one iteration
-                      using loopsL = seq_size<typename LI::loops>;
-                      // Same iteration of every common loop, the write after the read.
-                      if constexpr (J > I) {
-                        int equal = base;
-                        for (int k = 0; k < common; ++k)
-                          if (entry_level(loopsL::at(k)) != while_level) equal = entry_level(loopsL::at(k)) + 1;
-                        v = either(v, may_hit(s, l, args, equal, -1));
-                      }
-                      // A later iteration of a common loop.
-                      for (int k = 0; k < common; ++k) {
-                        int const e = loopsL::at(k);
-                        int equal = base;
-                        for (int q = 0; q < k; ++q)
-                          if (entry_level(loopsL::at(q)) != while_level) equal = entry_level(loopsL::at(q)) + 1;
-                        int const later =
-                            (entry_level(e) != while_level && entry_axes(e) == 1) ? entry_level(e) : -1;
-                        v = either(v, may_hit(s, l, args, equal, later));
-                      }
-                    }
+                    pair_verdict const v = d3_verdict<A, B, I, J>(offs, args, at_launch);
                     record(r, v, at_launch, finding::overwritten_after_read, LA::op_type::param, int(B),
                            name_or(func_on_path<bodyB, typename SJ::path>::name, view<B>::func));
                   }

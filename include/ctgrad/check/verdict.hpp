@@ -48,6 +48,16 @@ inline constexpr bool refs_level_v<node<op::local<S, T>>, Level> = true;
 template <class Op, class... K, int Level>
 inline constexpr bool refs_level_v<node<Op, K...>, Level> = (refs_level_v<K, Level> || ...);
 
+// Does E read a loop index of any level, or a local?
+template <class E>
+inline constexpr bool refs_any_index_v = false;
+template <int L, int A>
+inline constexpr bool refs_any_index_v<node<op::loop_index<L, A>>> = true;
+template <int S, class T>
+inline constexpr bool refs_any_index_v<node<op::local<S, T>>> = true;
+template <class Op, class... K>
+inline constexpr bool refs_any_index_v<node<Op, K...>> = (refs_any_index_v<K> || ...);
+
 // Does E read any loop index or local (is it not invariant)?
 template <class E>
 inline constexpr bool invariant_v = false;
@@ -270,19 +280,24 @@ constexpr bool refs_offload_index() {
   }(std::make_index_sequence<std::size_t(access_indices<Acc>::rank)>{});
 }
 
-// `store` writes element s in iteration i; `load` reads element l. Error when
-// another iteration's write can be what some iteration reads.
+// The seed's per-axis rule, used at compile time for pairs the exact
+// reasoning (dependence.hpp) could not decide for want of values: `store`
+// writes element s in iteration i, `load` reads element l. Error when the
+// shapes show that another iteration's write is what some iteration reads;
+// unknown when only values (the launch) can tell.
 template <class S, class L, class Loop, class Args>
 constexpr verdict d2_pair(S const* s, L const* l, Loop const* loop, Args const* args) {
   constexpr int rank = access_indices<S>::rank;
   if constexpr (!refs_offload_index<S>()) {
-    return verdict::ok;  // the store writes the same element every iteration
+    // The store writes the same elements in every iteration: whether another
+    // iteration reads them depends on the trip counts.
+    return verdict::unknown;
   } else if constexpr (!refs_offload_index<L>()) {
     // The load reads an iteration-independent element: an error exactly when
     // some iteration writes that element. Decidable when every axis the store
-    // indexes by the loop is a shift of one loop axis (otherwise exempt, as
-    // the seed rule does).
-    bool decidable = true, outside = false, unknown = false;
+    // indexes by the loop is a shift of one loop axis (otherwise only the
+    // launch can tell).
+    bool decidable = true, outside = false, unknown = false, varies = false;
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
         using SE = typename access_indices<S>::template index<K>;
@@ -290,7 +305,9 @@ constexpr verdict d2_pair(S const* s, L const* l, Loop const* loop, Args const* 
         auto const* se = kid_ptr<K>(s);
         auto const* le = kid_ptr<K>(l);
         if constexpr (refs_level_v<SE, 0>) {
-          if constexpr (!shift<SE>::is || !invariant_v<LE>) {
+          if constexpr (refs_any_index_v<LE>) {
+            varies = true;  // the load follows a nested loop or a local: it reaches other iterations' elements
+          } else if constexpr (!shift<SE>::is || !invariant_v<LE>) {
             decidable = false;
           } else {
             // The iteration that writes element `le` on this axis, and whether it runs.
@@ -313,8 +330,9 @@ constexpr verdict d2_pair(S const* s, L const* l, Loop const* loop, Args const* 
       };
       (axis(std::integral_constant<std::size_t, Is>{}), ...);
     }(std::make_index_sequence<std::size_t(rank)>{});
-    if (!decidable || outside) return verdict::ok;
-    return unknown ? verdict::unknown : verdict::error;
+    if (outside) return verdict::ok;
+    if (varies) return verdict::error;
+    return (unknown || !decidable) ? verdict::unknown : verdict::error;
   } else {
     // Both follow the loop index: per axis, indices that follow it must be
     // equal, and an axis where only one does is an error (the seed's rule).

@@ -1,0 +1,311 @@
+// D2 and D3 decided on affine indices: accesses in nested loops (any depth,
+// through funcs) are seen, provably disjoint accesses are accepted and give
+// the finite-difference gradient, anything not provable is rejected by ID.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <ctgrad/ctgrad.hpp>
+
+using namespace ctg::literals;
+
+namespace {
+
+using vec_t = ctg::field<double, 1, ctg::grad>;
+using scal_t = ctg::field<double, 0, ctg::grad>;
+using count_t = ctg::field<int, 0>;
+
+template <class K, class... A>
+constexpr ctg::report report_of() {
+  return K::template diagnose<A...>();
+}
+
+// Central differences of `loss` after `forward`, against the tape's adjoint.
+template <class Forward, class... P>
+double worst_error(Forward&& forward, scal_t const& loss, P const&... params) {
+  ctg::gradient_check_options opts;
+  opts.step = 1e-6;
+  opts.samples_per_field = 64;
+  auto const r = ctg::check_gradient(opts, forward, loss, params...);
+  CAPTURE(r.worst);
+  CHECK(r.checked > 0);
+  return r.worst_relative_error;
+}
+
+// loss += sum of t[i]^2.
+constexpr auto sum = ctg::kernel<"sum">([](auto t, auto loss) {
+  return ctg::range(t.size(), [=](auto i) { return loss() += t[i] * t[i]; });
+});
+
+}  // namespace
+
+// ---- accesses in nested loops are seen -----------------------------------------------------------
+// Each kernel writes t[i] at the offload level and reads t at another
+// iteration's element inside a nested construct: they race in the forward
+// pass, and the parallel adjoint cannot chain them.
+namespace nested {
+
+auto load_in_range = ctg::kernel<"load_in_range">([](auto t, auto a, auto w, auto loss, int n) {
+  return ctg::range(t.size(), [=](auto i) {
+    return ctg::block(t[i] = a[i] * w(),
+                      ctg::range(n, [=](auto j) { return loss() += ctg::exp(t[(i + j + 1) % 3]); }));
+  });
+});
+auto load_in_serial = ctg::kernel<"load_in_serial">([](auto t, auto a, auto w, auto loss, int n) {
+  return ctg::range(t.size(), [=](auto i) {
+    return ctg::block(t[i] = a[i] * w(),
+                      ctg::serial_range(n, [=](auto j) { return loss() += ctg::sin(t[(i + j + 1) % 3]); }));
+  });
+});
+auto load_in_while = ctg::kernel<"load_in_while", ctg::adstack_capacity<8>>([](auto t, auto a, auto w, auto loss, int n) {
+  return ctg::range(t.size(), [=](auto i) {
+    return ctg::block(t[i] = a[i] * w(), ctg::let(0, [=](auto k) {
+                        return ctg::while_(k < n, ctg::block(loss() += ctg::sin(t[(i + k + 1) % 3]), k = k + 1));
+                      }));
+  });
+});
+auto load_in_func = ctg::kernel<"load_in_func">([](auto t, auto a, auto w, auto loss, int n) {
+  auto sweep = ctg::func<"sweep">([](auto t, auto loss, auto i, int n) {
+    return ctg::range(n, [=](auto j) { return loss() += ctg::exp(t[(i + j + 1) % 3]); });
+  });
+  return ctg::range(t.size(), [=](auto i) { return ctg::block(t[i] = a[i] * w(), sweep(t, loss, i, n)); });
+});
+auto store_in_range = ctg::kernel<"store_in_range">([](auto t, auto a, auto w, auto loss) {
+  return ctg::range(t.size(), [=](auto i) {
+    return ctg::block(ctg::range(1, [=](auto) { return t[i] = a[i] * w(); }), loss() += ctg::exp(t[(i + 1) % 3]));
+  });
+});
+// The nested index alone reaches every element: t[j] is what other
+// iterations write as t[i].
+auto nested_index = ctg::kernel<"nested_index">([](auto t, auto a, auto w, auto loss, auto n) {
+  return ctg::range(t.size(), [=](auto i) {
+    return ctg::block(t[i] = a[i] * w(), ctg::serial_range(n(), [=](auto j) { return loss() += ctg::exp(t[j]); }));
+  });
+});
+
+static_assert(report_of<decltype(load_in_range), vec_t, vec_t, scal_t, scal_t, int>().has(ctg::finding::cross_iteration_raw));
+static_assert(report_of<decltype(load_in_serial), vec_t, vec_t, scal_t, scal_t, int>().has(ctg::finding::cross_iteration_raw));
+static_assert(report_of<decltype(load_in_while), vec_t, vec_t, scal_t, scal_t, int>().has(ctg::finding::cross_iteration_raw));
+static_assert(report_of<decltype(load_in_func), vec_t, vec_t, scal_t, scal_t, int>().has(ctg::finding::cross_iteration_raw));
+static_assert(report_of<decltype(store_in_range), vec_t, vec_t, scal_t, scal_t>().has(ctg::finding::cross_iteration_raw));
+static_assert(report_of<decltype(nested_index), vec_t, vec_t, scal_t, scal_t, count_t>().has(ctg::finding::cross_iteration_raw));
+
+// The func that holds the load is named in the finding.
+static_assert(std::string_view(report_of<decltype(load_in_func), vec_t, vec_t, scal_t, scal_t, int>().items[0].func) ==
+              "sweep");
+
+}  // namespace nested
+
+// A dependence carried only by the nested loop's own index runs serially
+// inside one iteration: with one iteration of the offload there is no other
+// iteration to race with (the seed's nested shapes).
+TEST_CASE("a chain through a nested loop under a one-iteration offload is exact") {
+  auto chain = ctg::kernel<"chain">([](auto x, auto out, auto n) {
+    return ctg::range(1, [=](auto) {
+      return ctg::range(n(), [=](auto j) { return ctg::if_(j == 0, out[j] = x(), out[j] = out[j - 1] + x()); });
+    });
+  });
+  static_assert(report_of<decltype(chain), scal_t, vec_t, count_t>().ok());
+  scal_t x;
+  vec_t out(5);
+  count_t n;
+  n.at() = 5;
+  x.at() = 0.5;
+  chain(x, out, n);
+  out.grad().at(4) = 1.0;
+  chain.grad(x, out, n);
+  CHECK(x.grad().at() == 5.0);
+
+  // Two iterations of the offload would both write out[0..n): rejected at launch.
+  auto twice = ctg::kernel<"twice">([](auto x, auto out, auto n) {
+    return ctg::range(2, [=](auto) {
+      return ctg::range(n(), [=](auto j) { return ctg::if_(j == 0, out[j] = x(), out[j] = out[j - 1] + x()); });
+    });
+  });
+  twice(x, out, n);
+  CHECK_THROWS_WITH_AS(twice.grad(x, out, n), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
+}
+
+// ---- provably disjoint accesses are accepted -----------------------------------------------------
+TEST_CASE("reads [0,3), writes [3,6): compile-time bounds") {
+  auto k = ctg::kernel<"shift3">([](auto t, auto w) {
+    return ctg::range(3_c, [=](auto i) { return t[i + 3_c] = ctg::cos(t[i]) * w(); });
+  });
+  constexpr auto r = report_of<decltype(k), vec_t, scal_t>();
+  static_assert(r.ok() && r.undecided == 0);
+  vec_t t(6);
+  scal_t w, loss;
+  for (int i = 0; i < 6; ++i) t.at(i) = 0.3 + 0.2 * i;
+  w.at() = 1.3;
+  auto forward = [&] {
+    loss.at() = 0;
+    k(t, w);
+    sum(t, loss);
+  };
+  CHECK(worst_error(forward, loss, t, w) < 1e-6);
+}
+
+TEST_CASE("odd from even: no integer solution (GCD)") {
+  auto k = ctg::kernel<"odd_even">([](auto t, auto w) {
+    return ctg::range(3, [=](auto i) { return t[2 * i + 1] = ctg::sin(t[2 * i]) * w(); });
+  });
+  static_assert(report_of<decltype(k), vec_t, scal_t>().ok());
+  vec_t t(6);
+  scal_t w, loss;
+  for (int i = 0; i < 6; ++i) t.at(i) = 0.1 * (i + 1);
+  w.at() = 0.7;
+  auto forward = [&] {
+    loss.at() = 0;
+    k(t, w);
+    sum(t, loss);
+  };
+  CHECK(worst_error(forward, loss, t, w) < 1e-6);
+}
+
+TEST_CASE("reads the upper half, writes the lower half: plain-number bounds") {
+  auto k = ctg::kernel<"halves">([](auto t) {
+    return ctg::range(2, [=](auto i) { return t[i] = ctg::cos(t[i + 2]) + t[i]; });
+  });
+  auto sum = ctg::kernel<"sum">([](auto t, auto loss) {
+    return ctg::range(t.size(), [=](auto i) { return loss() += t[i] * t[i] * t[i]; });
+  });
+  static_assert(report_of<decltype(k), vec_t>().ok());
+  vec_t t(4);
+  scal_t loss;
+  // The kernel updates t[0..2) in place, so each evaluation starts from the
+  // same values.
+  double const start[] = {0.2, -0.4, 0.9, 1.3};
+  auto forward = [&] {
+    for (int i = 0; i < 2; ++i) t.at(i) = start[i];
+    loss.at() = 0;
+    k(t);
+    sum(t, loss);
+  };
+  {
+    ctg::tape tape(loss);
+    for (int i = 2; i < 4; ++i) t.at(i) = start[i];
+    forward();
+    tape.backward();
+  }
+  for (int i = 0; i < 2; ++i) {
+    double const ti = start[i] + std::cos(start[i + 2]);
+    double const want = 3 * ti * ti * -std::sin(start[i + 2]) + 3 * start[i + 2] * start[i + 2];
+    CHECK(t.grad().at(i + 2) == doctest::Approx(want).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("D3: a read of [0,2), then a write of [2,4) in a later offload") {
+  auto k = ctg::kernel<"read_then_write_elsewhere">([](auto a, auto w, auto loss) {
+    return ctg::block(ctg::range(2, [=](auto i) { return loss() += ctg::exp(a[i]) * w(); }),
+                      ctg::range(2, [=](auto i) { return a[i + 2] = w() * 2.0; }));
+  });
+  static_assert(report_of<decltype(k), vec_t, scal_t, scal_t>().ok());
+  vec_t a(4);
+  scal_t w, loss;
+  a.at(0) = 0.25;
+  a.at(1) = -0.5;
+  w.at() = 1.5;
+  auto forward = [&] {
+    loss.at() = 0;
+    k(a, w, loss);
+  };
+  CHECK(worst_error(forward, loss, a, w) < 1e-6);
+  // Overlapping ranges stay rejected.
+  auto overlap = ctg::kernel<"overlap">([](auto a, auto w, auto loss) {
+    return ctg::block(ctg::range(2, [=](auto i) { return loss() += ctg::exp(a[i]) * w(); }),
+                      ctg::range(2, [=](auto i) { return a[i + 1] = w() * 2.0; }));
+  });
+  static_assert(report_of<decltype(overlap), vec_t, scal_t, scal_t>().has(ctg::finding::overwritten_after_read));
+}
+
+// ---- the same shapes through funcs, ndrange, each, static_range, serial_range ---------------------
+// A func at namespace scope is not captured: the kernel lambda stays
+// captureless, so its plain numbers are known at compile time.
+constexpr auto half = ctg::func<"half">([](auto u, auto i, auto j) { return u(i, j) = ctg::sin(u(i + 2, j)) * 2.0; });
+
+TEST_CASE("disjoint halves through a func and an ndrange") {
+  auto k = ctg::kernel<"nd_halves">([](auto u) { return ctg::ndrange(2, 3, [=](auto i, auto j) { return half(u, i, j); }); });
+  using grid_t = ctg::field<double, 2, ctg::grad>;
+  static_assert(report_of<decltype(k), grid_t>().ok());
+  grid_t u(4, 3);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) u.at(i, j) = 0.1 * i - 0.2 * j;
+  k(u);
+  CHECK_NOTHROW(k.grad(u));
+  // Rows 1 and 3 overlap rows 0 and 2 when the offset is 1.
+  auto shift1 = ctg::kernel<"nd_shift1">([](auto u) {
+    return ctg::ndrange(2, 3, [=](auto i, auto j) { return u(i, j) = ctg::sin(u(i + 1, j)) * 2.0; });
+  });
+  static_assert(report_of<decltype(shift1), grid_t>().has(ctg::finding::cross_iteration_raw));
+}
+
+TEST_CASE("static_range and serial_range bodies: a nested chain on the iteration's own row is exact") {
+  using grid_t = ctg::field<double, 2, ctg::grad>;
+  // Each offload iteration owns row i; the nested serial chain moves along it.
+  auto rows = ctg::kernel<"rows">([](auto u, auto w) {
+    return ctg::range(u.shape(0_c), [=](auto i) {
+      return ctg::serial_range(1, u.shape(1_c), [=](auto j) { return u(i, j) = u(i, j - 1) * w() + 1.0; });
+    });
+  });
+  auto unrolled = ctg::kernel<"unrolled">([](auto u, auto w) {
+    return ctg::range(u.shape(0_c), [=](auto i) {
+      return ctg::static_range<1, 4>([=](auto j) { return u(i, j) = u(i, j - 1_c) * w() + 1.0; });
+    });
+  });
+  static_assert(report_of<decltype(rows), grid_t, scal_t>().ok());
+  static_assert(report_of<decltype(unrolled), grid_t, scal_t>().ok());
+  grid_t u(3, 4);
+  scal_t w, loss;
+  w.at() = 0.8;
+  auto sum = ctg::kernel<"sum2">([](auto u, auto loss) {
+    return ctg::ndrange(u.shape(0_c), u.shape(1_c), [=](auto i, auto j) { return loss() += u(i, j) * u(i, j); });
+  });
+  for (int which = 0; which < 2; ++which) {
+    auto forward = [&] {
+      for (int i = 0; i < 3; ++i) u.at(i, 0) = 0.5 + i;
+      loss.at() = 0;
+      if (which == 0)
+        rows(u, w);
+      else
+        unrolled(u, w);
+      sum(u, loss);
+    };
+    CHECK(worst_error(forward, loss, w) < 1e-6);
+  }
+}
+
+TEST_CASE("each over a field with a time-shifted read stays exact, an unshifted row is rejected") {
+  using grid_t = ctg::field<double, 2, ctg::grad>;
+  using row_t = ctg::field<double, 1, ctg::grad>;
+  auto step = ctg::kernel<"each_step">([](auto u, auto v) {
+    return ctg::each(v, [=](auto i) { return u(1_c, i) = ctg::tanh(u(0_c, i)) + v[i]; });
+  });
+  static_assert(report_of<decltype(step), grid_t, row_t>().ok());
+  auto same_row = ctg::kernel<"each_same_row">([](auto u, auto v) {
+    return ctg::each(v, [=](auto i) { return u(0_c, i) = ctg::tanh(u(0_c, (i + 1) % 3)) + v[i]; });
+  });
+  static_assert(report_of<decltype(same_row), grid_t, row_t>().has(ctg::finding::cross_iteration_raw));
+}
+
+// ---- loop bounds read from fields are evaluated at launch ---------------------------------------
+TEST_CASE("a constant slot outside a field-load range passes at launch; inside, it is rejected") {
+  auto k = ctg::kernel<"outside_fieldbound">([](auto x, auto out, auto n) {
+    return ctg::range(n(), [=](auto i) { return out[i] = out[4] + x(); });
+  });
+  static_assert(report_of<decltype(k), scal_t, vec_t, count_t>().ok());
+  scal_t x;
+  vec_t out(8);
+  count_t n;
+  x.at() = 2.0;
+  for (int limit : {4, 3, 0}) {
+    n.at() = limit;
+    k(x, out, n);
+    out.zero_grad();
+    for (int i = 0; i < limit; ++i) out.grad().at(i) = 1.0;
+    x.zero_grad();
+    CHECK_NOTHROW(k.grad(x, out, n));
+    CHECK(x.grad().at() == double(limit));
+  }
+  n.at() = 5;
+  k(x, out, n);
+  CHECK_THROWS_WITH_AS(k.grad(x, out, n), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
+}
