@@ -36,6 +36,17 @@
 #  define CTG_FLATTEN
 #endif
 
+// On self-contained numerical routines called from many places in one kernel
+// (the decompositions): compiled once instead of once per use, which
+// CTG_FLATTEN would otherwise do.
+#if defined(__CUDACC__)
+#  define CTG_NOINLINE __noinline__
+#elif defined(__GNUC__) || defined(__clang__)
+#  define CTG_NOINLINE __attribute__((noinline))
+#else
+#  define CTG_NOINLINE
+#endif
+
 // True while compiling device code (the device pass of nvcc).
 #if defined(__CUDA_ARCH__)
 #  define CTG_DEVICE_PASS 1

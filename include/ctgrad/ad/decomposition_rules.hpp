@@ -164,7 +164,7 @@ enum class svd_part { u, v };
 
 // Tangent of U (or V): U X with X skew, X_ij from P = U^T dF V.
 template <svd_part Part, class S, int N>
-CTG_HOST_DEVICE mat<S, N> svd_factor_tangent(dc::svd_value<S, N> const& d, mat<S, N> const& df) {
+CTG_NOINLINE CTG_HOST_DEVICE mat<S, N> svd_factor_tangent(dc::svd_value<S, N> const& d, mat<S, N> const& df) {
   mat<S, N> const p = projected(d.u, df, d.v);
   S const m = largest_magnitude(d.sigma);
   S const eps = guard_eps(m), eps_q = correction_eps(m);
@@ -185,7 +185,7 @@ CTG_HOST_DEVICE mat<S, N> svd_factor_tangent(dc::svd_value<S, N> const& d, mat<S
 // Adjoint of F from the adjoint G of U (or V): the transpose of the tangent
 // map above, G_F = U G_P V^T.
 template <svd_part Part, class S, int N>
-CTG_HOST_DEVICE mat<S, N> svd_factor_adjoint(dc::svd_value<S, N> const& d, mat<S, N> const& g) {
+CTG_NOINLINE CTG_HOST_DEVICE mat<S, N> svd_factor_adjoint(dc::svd_value<S, N> const& d, mat<S, N> const& g) {
   mat<S, N> const c = dc::transpose_times(Part == svd_part::u ? d.u : d.v, g);
   S const m = largest_magnitude(d.sigma);
   S const eps = guard_eps(m), eps_q = correction_eps(m);
@@ -215,7 +215,7 @@ CTG_HOST_DEVICE mat<S, 2> rotation_generator2(dc::rotation2<S> const& r) {
 }
 
 template <class S, int N>
-CTG_HOST_DEVICE mat<S, N> polar_rotation_tangent(mat<S, N> const& f, mat<S, N> const& df) {
+CTG_NOINLINE CTG_HOST_DEVICE mat<S, N> polar_rotation_tangent(mat<S, N> const& f, mat<S, N> const& df) {
   if constexpr (N == 2) {
     auto const r = dc::polar_rotation2(f);
     mat<S, 2> const jr = rotation_generator2(r);
@@ -240,7 +240,7 @@ CTG_HOST_DEVICE mat<S, N> polar_rotation_tangent(mat<S, N> const& f, mat<S, N> c
 }
 
 template <class S, int N>
-CTG_HOST_DEVICE mat<S, N> polar_rotation_adjoint(mat<S, N> const& f, mat<S, N> const& g) {
+CTG_NOINLINE CTG_HOST_DEVICE mat<S, N> polar_rotation_adjoint(mat<S, N> const& f, mat<S, N> const& g) {
   if constexpr (N == 2) {
     auto const r = dc::polar_rotation2(f);
     mat<S, 2> const jr = rotation_generator2(r);
@@ -266,7 +266,7 @@ CTG_HOST_DEVICE mat<S, N> polar_rotation_adjoint(mat<S, N> const& f, mat<S, N> c
 // ---- symmetric eigendecomposition --------------------------------------------------------------
 
 template <class S, int N>
-CTG_HOST_DEVICE mat<S, N> eigenvector_tangent(mat<S, N> const& a, mat<S, N> const& da) {
+CTG_NOINLINE CTG_HOST_DEVICE mat<S, N> eigenvector_tangent(mat<S, N> const& a, mat<S, N> const& da) {
   auto const e = dc::sym_eig(a);
   mat<S, N> const p = projected(e.vectors, dc::symmetric_part(da), e.vectors);
   S const eps = guard_eps(largest_magnitude(e.values));
@@ -283,7 +283,7 @@ CTG_HOST_DEVICE mat<S, N> eigenvector_tangent(mat<S, N> const& a, mat<S, N> cons
 }
 
 template <class S, int N>
-CTG_HOST_DEVICE mat<S, N> eigenvector_adjoint(mat<S, N> const& a, mat<S, N> const& g) {
+CTG_NOINLINE CTG_HOST_DEVICE mat<S, N> eigenvector_adjoint(mat<S, N> const& a, mat<S, N> const& g) {
   auto const e = dc::sym_eig(a);
   mat<S, N> const c = dc::transpose_times(e.vectors, g);
   S const eps = guard_eps(largest_magnitude(e.values));

@@ -117,7 +117,7 @@ CTG_HOST_DEVICE sym2<S> sym_eig2(S p, S q, S r) {
 }
 
 template <class S>
-CTG_HOST_DEVICE svd_value<S, 2> svd2(mat<S, 2> const& f) {
+CTG_NOINLINE CTG_HOST_DEVICE svd_value<S, 2> svd2(mat<S, 2> const& f) {
   auto const r = polar_rotation2(f);
   // S = R^T F, symmetric with trace |(x, y)| >= 0: its larger eigenvalue is
   // sigma_0 >= |sigma_1|, and the other has the sign of det F.
@@ -140,13 +140,20 @@ CTG_HOST_DEVICE svd_value<S, 2> svd2(mat<S, 2> const& f) {
 }
 
 template <class S>
-CTG_HOST_DEVICE eig_value<S, 2> sym_eig_2x2(mat<S, 2> const& a) {
-  auto const e = sym_eig2(a(0, 0), (a(0, 1) + a(1, 0)) / 2, a(1, 1));
+CTG_NOINLINE CTG_HOST_DEVICE eig_value<S, 2> sym_eig_2x2(mat<S, 2> const& a) {
+  using std::atan2, std::cos, std::sin;
+  S const p = a(0, 0), q = (a(0, 1) + a(1, 0)) / 2, r = a(1, 1);
+  auto const e = sym_eig2(p, q, r);
   eig_value<S, 2> out;
   out.values(0) = e.lo, out.values(1) = e.hi;
-  // Columns (s, -c) for lo and (c, s) for hi: determinant s^2 + c^2 = 1.
-  out.vectors(0, 0) = e.s, out.vectors(1, 0) = -e.c;
-  out.vectors(0, 1) = e.c, out.vectors(1, 1) = e.s;
+  // The eigenvector of lo is the one of the larger eigenvalue of -A, at the
+  // angle atan2(-q, (r - p) / 2) / 2 (written so that a multiple of I, and
+  // any diagonal A already in ascending order, gives Q = I); the other
+  // column is that one turned by +90 degrees (det +1).
+  S const angle = atan2(S(0) - q, (r - p) / 2) / 2;
+  S const c = cos(angle), s = sin(angle);
+  out.vectors(0, 0) = c, out.vectors(1, 0) = s;
+  out.vectors(0, 1) = -s, out.vectors(1, 1) = c;
   return out;
 }
 
@@ -207,7 +214,7 @@ CTG_HOST_DEVICE void orthogonal_unit(S const* u, S* out) {
 // det F). Singular values come out with high relative accuracy, small ones
 // included, as the normal matrix F^T F is never formed.
 template <class S>
-CTG_HOST_DEVICE svd_value<S, 3> svd3(mat<S, 3> const& f) {
+CTG_NOINLINE CTG_HOST_DEVICE svd_value<S, 3> svd3(mat<S, 3> const& f) {
   using std::sqrt;
   cols3<S> b, v;
   CTG_UNROLL
@@ -283,7 +290,7 @@ CTG_HOST_DEVICE svd_value<S, 3> svd3(mat<S, 3> const& f) {
 // Cyclic two-sided Jacobi on the symmetric part of A: rotations J with
 // A <- J^T A J zero one off-diagonal pair each; Q accumulates them (det +1).
 template <class S>
-CTG_HOST_DEVICE eig_value<S, 3> sym_eig_3x3(mat<S, 3> const& m) {
+CTG_NOINLINE CTG_HOST_DEVICE eig_value<S, 3> sym_eig_3x3(mat<S, 3> const& m) {
   using std::sqrt;
   S a[3][3];
   cols3<S> q;
