@@ -17,6 +17,12 @@
 #   --full        compile-time also at 200 operations and in the locals shape,
 #                 the test suite's build from clean, and the instruction counts
 #                 (bench/profile.sh, valgrind): about an hour more
+#   --peers       only the peer comparison (bench/peers/): the four workloads in
+#                 JAX, Warp, Taichi and Quadrants against ctgrad and the
+#                 hand-written C++, into peers.json, peers.md and peers.svg. The
+#                 peers are installed with pip into build/peers-venv (a peer that
+#                 does not install is skipped, with the reason); nothing else of
+#                 the project needs them. About 10 minutes, plus the installs.
 # The GPU benchmarks are not run here: scripts/gpu-check runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,14 +30,36 @@ cd "$(dirname "$0")/.."
 quick=0
 full=0
 compile=1
+peers=0
 for a in "$@"; do
   case $a in
     --quick) quick=1 compile=0 ;;
     --no-compile) compile=0 ;;
     --full) full=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick | --no-compile | --full]" >&2; exit 2 ;;
+    --peers) peers=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick | --no-compile | --full | --peers]" >&2; exit 2 ;;
   esac
 done
+
+if ((peers)); then
+  scripts/deps.sh
+  cmake --preset bench >/dev/null
+  cmake --build --preset bench --target bench_peers_native
+  venv=build/peers-venv
+  if [[ ! -x $venv/bin/python ]]; then
+    python3 -m venv "$venv" || { echo "bench.sh: python3 -m venv failed: no peer can be run" >&2; exit 1; }
+  fi
+  py=$venv/bin/python
+  "$py" -m pip install -q --disable-pip-version-check numpy
+  for pkg in "jax[cpu]" warp-lang taichi quadrants; do
+    if ! "$py" -m pip install -q --disable-pip-version-check "$pkg"; then
+      echo "bench.sh: pip could not install $pkg: its peer will be reported as skipped"
+    fi
+  done
+  "$py" bench/peers/run.py --lib build/bench/bench/libbench_peers_native.so --out bench/results
+  echo "bench.sh: results in bench/results/peers.json, peers.md, peers.svg"
+  exit 0
+fi
 
 scripts/deps.sh
 if ! dpkg-query -W -f='${Status}' libadolc-dev 2>/dev/null | grep -q "ok installed"; then
