@@ -50,12 +50,15 @@ struct tuple_element<I, tuple<Ts...>> {
 template <std::size_t I, class Tuple>
 using tuple_element_t = typename tuple_element<I, Tuple>::type;
 
-// Calls f(get<0>(t), get<1>(t), ...).
+// Calls f(get<0>(t), get<1>(t), ...). Host code applies it to host-only
+// callables too (lowering), hence no host/device check on f.
+CTG_EXEC_CHECK_DISABLE
 template <class F, class... Ts, std::size_t... Is>
 CTG_HOST_DEVICE constexpr decltype(auto) apply_impl(F&& f, tuple<Ts...> const& t,
                                                     std::index_sequence<Is...>) {
   return static_cast<F&&>(f)(get<Is>(t)...);
 }
+CTG_EXEC_CHECK_DISABLE
 template <class F, class... Ts>
 CTG_HOST_DEVICE constexpr decltype(auto) apply(F&& f, tuple<Ts...> const& t) {
   return apply_impl(static_cast<F&&>(f), t, std::index_sequence_for<Ts...>{});
