@@ -104,6 +104,27 @@ inline std::string describe_index(std::initializer_list<std::int64_t> idx) {
   return os.str();
 }
 
+// What has happened to one buffer of a field, for the tape and k.grad (see
+// tape.hpp). Every write bumps `version`: a kernel launch that writes the
+// buffer, a whole-field host operation (fill, copy_from, zero_*), an element
+// written through at(). `bulk_version` counts launches and whole-field
+// operations only: it is what k.grad, called alone, compares with the
+// forward launch (element access is checked on a tape).
+//
+// at() on a non-const handle may be a read or a write: it only marks the
+// buffer touched. The next launch or tape operation settles the touch: when a
+// live tape needs the current values, a copy taken at the first touch tells
+// whether the contents really changed; otherwise the touch counts as a
+// write.
+struct buffer_state {
+  static constexpr std::uint64_t none = ~std::uint64_t(0);
+  std::uint64_t version = 0;
+  std::uint64_t bulk_version = 0;
+  std::uint64_t watched = none;  // a version some live tape needs
+  bool touched = false;
+  std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
+};
+
 // One allocation holding the values and, when the type asks, the gradient and
 // tangent buffers. Zero-initialised, 64-byte aligned on the host.
 struct field_storage {
@@ -113,8 +134,11 @@ struct field_storage {
   void* grad = nullptr;
   void* dual = nullptr;
   std::string name;
+  buffer_state state[3];  // primal, grad, dual
 
   static constexpr std::size_t alignment = 64;
+
+  void* buffer(int which) const { return which == 0 ? primal : which == 1 ? grad : dual; }
 
   void* allocate() const {
     std::size_t const n = bytes ? bytes : 1;
@@ -141,6 +165,47 @@ struct field_storage {
     cuda::device_free(p);
 #endif
   }
+  // Copies `bytes` between two buffers of this storage's memory space.
+  void copy_within_space(void* dst, void const* src) const {
+    if (bytes == 0) return;
+    if (space == memory_space::host) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+#if defined(CTG_HAS_CUDA)
+    cuda::copy_on_device(dst, src, bytes, "field '" + name + "'");
+#endif
+  }
+
+  // ---- write tracking ---------------------------------------------------------------------------
+  void note_write(int which, bool bulk = true) {
+    buffer_state& b = state[which];
+    b.touched = false;
+    b.snapshot.clear();
+    ++b.version;
+    if (bulk) ++b.bulk_version;
+  }
+  void touch(int which) {
+    buffer_state& b = state[which];
+    if (b.touched) return;
+    b.touched = true;
+    if (b.watched == b.version && space == memory_space::host) {
+      auto const* p = static_cast<unsigned char const*>(buffer(which));
+      b.snapshot.assign(p, p + bytes);
+    }
+  }
+  // Turns a touch into a write, unless a snapshot shows nothing changed.
+  void settle(int which) {
+    buffer_state& b = state[which];
+    if (!b.touched) return;
+    bool const unchanged = b.snapshot.size() == bytes && (bytes == 0 || std::memcmp(b.snapshot.data(), buffer(which), bytes) == 0);
+    b.touched = false;
+    b.snapshot.clear();
+    if (!unchanged || bytes == 0) {
+      if (bytes != 0) ++b.version;
+    }
+  }
+
   ~field_storage() {
     release(primal);
     release(grad);
@@ -224,18 +289,41 @@ class field {
   long use_count() const { return owner_.use_count(); }
 
   // ---- element access (host fields) ---------------------------------------
+  // On a non-const handle the element may be written through the reference:
+  // the buffer is marked touched (see detail::buffer_state). Reads through a
+  // const handle (std::as_const(f).at(i)) never count as writes.
   template <std::integral... I>
     requires(sizeof...(I) == Rank)
-  T& at(I... idx) const {
-    require_host("at()");
-#if CTG_BOUNDS_CHECK
-    if (!view().in_bounds(idx...))
-      throw index_error("field '" + name_ + "': index " +
-                        detail::describe_index({std::int64_t(idx)...}) +
-                        " is outside its shape " + shape_string());
-#endif
-    return data_[view().offset(idx...)];
+  T& at(I... idx) {
+    T& e = element(idx...);
+    owner_->touch(which_);
+    return e;
   }
+  template <std::integral... I>
+    requires(sizeof...(I) == Rank)
+  T const& at(I... idx) const {
+    return element(idx...);
+  }
+
+  // ---- write tracking (see detail::buffer_state and tape.hpp) ----------------
+  // Records that something wrote this handle's buffer (kernels call it for
+  // the fields they write; host operations of this class call it themselves).
+  void note_write() const {
+    if (owner_) owner_->note_write(which_);
+  }
+  // Turns an at() touch into a write when the contents changed (or when no
+  // copy can tell); called before versions are compared.
+  void settle() const {
+    if (owner_) owner_->settle(which_);
+  }
+  std::uint64_t version() const {
+    settle();
+    return owner_ ? owner_->state[which_].version : 0;
+  }
+  std::uint64_t bulk_version() const { return owner_ ? owner_->state[which_].bulk_version : 0; }
+  // The storage and which of its buffers this handle names (identity for the tape).
+  std::shared_ptr<detail::field_storage> const& storage() const { return owner_; }
+  int buffer_index() const { return which_; }
 
   // ---- companion buffers --------------------------------------------------
   // The gradient buffer as a field of the same shape (shares ownership).
@@ -243,20 +331,21 @@ class field {
     static_assert(has_grad,
                   "CTG-FIELD-004 grad() on a field without a gradient buffer: declare it "
                   "ctg::field<T, Rank, ctg::grad>");
-    return companion(grad_, ".grad");
+    return companion(grad_, 1, ".grad");
   }
   // The tangent buffer as a field of the same shape (shares ownership).
   field<T, Rank> dual() const {
     static_assert(has_dual,
                   "CTG-FIELD-004 dual() on a field without a tangent buffer: declare it "
                   "ctg::field<T, Rank, ctg::dual>");
-    return companion(dual_, ".dual");
+    return companion(dual_, 2, ".dual");
   }
 
   // ---- whole-field operations ---------------------------------------------
   void fill(T const& value) const {
     if (space_ == memory_space::host) {
       std::fill(data_, data_ + size(), value);
+      note_write();
     } else {
       std::vector<T> tmp(std::size_t(size()), value);
       copy_from(std::span<T const>(tmp));
@@ -265,15 +354,18 @@ class field {
   void zero_grad() const {
     static_assert(has_grad, "CTG-FIELD-004 zero_grad() on a field without a gradient buffer");
     zero_buffer(grad_);
+    owner_->note_write(1);
   }
   void zero_dual() const {
     static_assert(has_dual, "CTG-FIELD-004 zero_dual() on a field without a tangent buffer");
     zero_buffer(dual_);
+    owner_->note_write(2);
   }
 
   void copy_from(std::span<T const> src) const {
     check_count(src.size(), "copy_from");
     copy_bytes(data_, src.data(), /*to_field=*/true);
+    note_write();
   }
   void copy_from(std::vector<T> const& src) const {
     if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits
@@ -309,6 +401,7 @@ class field {
                          shape_string());
     if (space_ == memory_space::host && other.space() == memory_space::host) {
       std::copy(other.data(), other.data() + size(), data_);
+      note_write();
       return;
     }
     copy_from(other.to_vector());
@@ -380,8 +473,20 @@ class field {
   struct no_allocation {};
   explicit field(no_allocation) {}
 
-  field<T, Rank> companion(T* buffer, char const* suffix) const {
+  template <class... I>
+  T& element(I... idx) const {
+    require_host("at()");
+#if CTG_BOUNDS_CHECK
+    if (!view().in_bounds(idx...))
+      throw index_error("field '" + name_ + "': index " + detail::describe_index({std::int64_t(idx)...}) +
+                        " is outside its shape " + shape_string());
+#endif
+    return data_[view().offset(idx...)];
+  }
+
+  field<T, Rank> companion(T* buffer, int which, char const* suffix) const {
     field<T, Rank> c{typename field<T, Rank>::no_allocation{}};
+    c.which_ = which;
     c.shape_ = shape_;
     c.data_ = buffer;
     c.name_ = name_ + suffix;
@@ -428,6 +533,7 @@ class field {
   }
 
   std::shared_ptr<detail::field_storage> owner_;
+  int which_ = 0;  // the storage buffer this handle's values are: 0 primal, 1 gradient, 2 tangent
   T* data_ = nullptr;
   T* grad_ = nullptr;
   T* dual_ = nullptr;

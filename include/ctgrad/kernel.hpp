@@ -1,10 +1,12 @@
 // ctg::kernel<"name">(lambda): a kernel object. k(args...) runs it forward.
 #pragma once
 #include <array>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu/launch.hpp"
 #include "backend/plan.hpp"
@@ -29,6 +31,11 @@ template <int N>
 struct adstack_capacity {
   static constexpr int value = N;
 };
+// The kernel is launched forward only, never differentiated: its launches on
+// fields with gradients skip the compile-time gradient checks, and are not
+// recorded on a tape for their adjoint (their writes still are, so the tape
+// keeps what other adjoints need).
+struct forward_only {};
 
 namespace detail {
 
@@ -102,6 +109,7 @@ constexpr long long capacity_option(long long current) {
 template <class... Options>
 struct kernel_options {
   static constexpr bool no_adstack = (std::is_same_v<Options, ctg::no_adstack> || ...);
+  static constexpr bool forward_only = (std::is_same_v<Options, ctg::forward_only> || ...);
   // Iterations per loop for loops no launch can bound; -1 when not given.
   static constexpr long long capacity = [] {
     long long n = -1;
@@ -127,13 +135,45 @@ class kernel_t {
 
   constexpr explicit kernel_t(F body) : body_(body) {}
 
-  // Runs the kernel forward (and records it on the active ctg::tape, if any
-  // and if the kernel touches a field with a gradient).
+  // Runs the kernel forward. On fields with gradients the launch is checked
+  // at compile time like k.grad (unless the kernel is ctg::forward_only), and
+  // recorded on the active ctg::tape, if any, with the versions of the
+  // fields its adjoint will read.
   template <class... A>
   void operator()(A const&... args) const {
-    launch<backend::forward_pass>(args...);
-    if constexpr ((detail::has_grad_arg<A> || ...)) {
-      if (tape* t = detail::active_tape()) record_on(*t, args...);
+    constexpr bool differentiable = (detail::has_grad_arg<A> || ...) && !options::forward_only;
+    tape* const t = detail::active_tape();
+    std::size_t entry = 0;
+    std::vector<detail::launch_use> uses;
+    if constexpr (differentiable) {
+      using checks = reverse_checks<A...>;
+      constexpr report on_tape = checks::findings.for_tape();
+      if constexpr (!on_tape.ok()) {
+        // The first finding, as one compile error at this launch (see grad()).
+        (void)sizeof(typename first_diagnostic<Name, checks::tape_findings>::type);
+        return;
+      } else {
+        if (t) {
+          check_aliasing(args...);
+          unsigned long long const before = tape_pre_params<checks>(args...);
+          uses = launch_uses(checks::findings.needed_params, before, checks::findings.written_params, args...);
+          entry = t->begin_launch(Name.view(), uses);
+        }
+        run_forward(t, entry, uses, args...);
+      }
+    } else {
+      if constexpr ((detail::has_grad_arg<A> || ...)) {
+        if (t)
+          throw autodiff_error("CTG-TAPE-004 kernel '" + std::string(Name.view()) +
+                               "' is ctg::forward_only, but was launched on fields with gradients under a "
+                               "ctg::tape: the tape would miss its adjoint. Fix: drop ctg::forward_only (the "
+                               "kernel's adjoint is then checked at compile time), or launch it outside the tape");
+      }
+      if (t) {
+        uses = launch_uses(0, 0, written_params<A...>(), args...);
+        entry = t->begin_launch(Name.view(), uses);
+      }
+      run_forward(t, entry, uses, args...);
     }
   }
 
@@ -147,6 +187,7 @@ class kernel_t {
     if constexpr (!checks::ok) {
       (void)sizeof(typename first_diagnostic<Name, checks::findings>::type);
     } else {
+      check_unchanged_since_forward(checks::findings.needed_params, args...);
       launch<backend::reverse_pass>(args...);
     }
   }
@@ -228,6 +269,7 @@ class kernel_t {
       return r;
     }();
     static constexpr bool ok = findings.ok();
+    static constexpr report tape_findings = findings.for_tape();
   };
 
   // What the launch-time half of the checks reads of a field: device fields
@@ -241,23 +283,34 @@ class kernel_t {
     return x;
   }
 
-  // Pairs that plain numbers decide are checked here, with the same IDs.
+  // The launch-time half of the checks: pairs that only values decide, with
+  // the lowered IR and the arguments of this launch.
+  template <class Checks, class Kir, class... A>
+  static report launch_report(Kir const& kir, memory_space space, A const&... args) {
+    auto check_with = [&](auto const&... readable_args) {
+      auto const bound = bind(std::index_sequence_for<A...>{}, readable_args...);
+      return Checks::rules::evaluate(&kir.offloads, &bound, true);
+    };
+    return space == memory_space::device ? check_with(readable(args)...) : check_with(args...);
+  }
+  // Raises the first finding of a launch-time report, naming the field and func.
+  template <class... A>
+  static void raise_first(report const& r, char const* context, A const&... args) {
+    if (r.ok()) return;
+    auto const& e = r.items[0];
+    std::string where = e.param >= 0 ? " (" + detail::describe_param(e.param, args...) + ")" : std::string();
+    if (e.func[0]) where += " in func '" + std::string(e.func) + "'";
+    throw autodiff_error("kernel '" + std::string(Name.view()) + "'" + context + where + ": " +
+                         check::message(int(e.what)));
+  }
   template <class Checks, class Kir, class... A>
   static void check_at_launch(Kir const& kir, memory_space space, A const&... args) {
-    if constexpr (Checks::findings.undecided > 0) {
-      auto check_with = [&](auto const&... readable_args) {
-        auto const bound = bind(std::index_sequence_for<A...>{}, readable_args...);
-        return Checks::rules::evaluate(&kir.offloads, &bound, true);
-      };
-      report const r = space == memory_space::device ? check_with(readable(args)...) : check_with(args...);
-      if (!r.ok()) {
-        auto const& e = r.items[0];
-        std::string where = e.param >= 0 ? " (" + detail::describe_param(e.param, args...) + ")" : std::string();
-        if (e.func[0]) where += " in func '" + std::string(e.func) + "'";
-        throw autodiff_error("kernel '" + std::string(Name.view()) + "'" + where + ": " +
-                             check::message(int(e.what)));
-      }
-    }
+    if constexpr (Checks::findings.undecided > 0) raise_first(launch_report<Checks>(kir, space, args...), "", args...);
+  }
+
+  template <class... A>
+  auto build_ir(A const&... args) const {
+    return ir(args...);
   }
 
   // Two parameters bound to the same differentiable storage would make the
@@ -285,32 +338,170 @@ class kernel_t {
                                "the field once, or copy it (clone) into a second field");
   }
 
-  // Under a tape the adjoint is replayed later; a kernel whose reverse cannot
-  // be built raises then (the same ID k.grad reports at compile time).
+
+  // The fields a kernel writes, from the IR type alone (no gradient analysis).
   template <class... A>
-  void record_on(tape& t, A const&... args) const {
-    (note(t, args), ...);
-    using checks = reverse_checks<A...>;
-    if constexpr (!checks::ok) {
-      t.record([] {
-        auto const& e = checks::findings.items[0];
-        throw autodiff_error("kernel '" + std::string(Name.view()) + "' recorded on a tape: " +
-                             check::message(int(e.what)));
-      });
+  static constexpr unsigned long long written_params() {
+    using kir_t = typename reverse_checks<A...>::kir_t;
+    return []<class... O>(detail::tuple<O...> const*) {
+      return (offload_writes<O>() | ... | 0ull);
+    }(static_cast<decltype(kir_t::offloads) const*>(nullptr));
+  }
+  template <class O>
+  static constexpr unsigned long long offload_writes() {
+    if constexpr (requires { &O::stmt; })
+      return ir::written_params_v<decltype(O::stmt)>;
+    else
+      return ir::written_params_v<decltype(O::body)>;
+  }
+
+  // The fields the tape must give this launch's adjoint as they were before
+  // it (it reads them, then overwrites them); decided at launch when only
+  // values can tell, with the launch-time half of the checks.
+  template <class Checks, class... A>
+  unsigned long long tape_pre_params(A const&... args) const {
+    constexpr report on_tape = Checks::findings.for_tape();
+    if constexpr (on_tape.undecided == 0) {
+      return on_tape.pre_params;
     } else {
-      t.record([self = *this, captured = std::make_tuple(args...)] {
-        std::apply([&](auto const&... a) { self.template launch<backend::reverse_pass>(a...); }, captured);
-      });
+      auto kir = build_ir(args...);
+      report const r = launch_report<Checks>(kir, detail::launch_space(Name.view(), args...), args...).for_tape();
+      raise_first(r, " recorded on a tape", args...);
+      return r.pre_params;
     }
   }
-  template <class X>
-  static void note(tape& t, X const& x) {
-    if constexpr (is_field_v<X>) t.note_field(x);
+
+  // How this launch uses each field argument, for the tape.
+  template <class... A>
+  static std::vector<detail::launch_use> launch_uses(unsigned long long needed, unsigned long long before,
+                                                     unsigned long long written, A const&... args) {
+    std::vector<detail::launch_use> uses;
+    int i = 0;
+    auto one = [&](auto const& a) {
+      using X = std::remove_cvref_t<decltype(a)>;
+      if constexpr (is_field_v<X>) {
+        unsigned long long const bit = ir::param_bit(i);
+        bool const n = (needed & bit) != 0, w = (written & bit) != 0;
+        if (n || w) {
+          std::string name = a.name();
+          uses.push_back({a.storage(), a.buffer_index(), std::move(name), i, n, n && (before & bit) != 0, w});
+        }
+      }
+      ++i;
+    };
+    (one(args), ...);
+    return uses;
+  }
+
+  // Runs the forward launch, records what it wrote, and completes the tape
+  // entry with the adjoint.
+  template <class... A>
+  void run_forward(tape* t, std::size_t entry, std::vector<detail::launch_use> const& uses, A const&... args) const {
+    launch<backend::forward_pass>(args...);
+    constexpr bool differentiable = (detail::has_grad_arg<A> || ...) && !options::forward_only;
+    int i = 0;
+    unsigned long long const written = [] {
+      if constexpr (differentiable)
+        return reverse_checks<A...>::findings.written_params;
+      else
+        return written_params<A...>();
+    }();
+    auto mark = [&](auto const& a) {
+      if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
+        if ((written & ir::param_bit(i)) != 0) a.note_write();
+      ++i;
+    };
+    (mark(args), ...);
+    if constexpr (differentiable) {
+      remember_forward(reverse_checks<A...>::findings.needed_params, args...);
+      if (t) {
+        (t->note_gradient_of(args), ...);
+        t->end_launch(entry, uses, [self = *this, captured = std::make_tuple(args...)] {
+          std::apply([&](auto const&... a) { self.template launch<backend::reverse_pass, false>(a...); }, captured);
+        });
+      }
+    } else {
+      if (t) t->end_launch(entry, uses, {});
+    }
+  }
+
+  // ---- k.grad called alone: the fields its adjoint reads are those the
+  // forward launch left (compared by launches and whole-field host writes;
+  // element writes through at() are detected on a tape).
+  struct forward_record {
+    std::vector<std::pair<void const*, std::uint64_t>> buffers;  // (storage buffer, bulk version)
+  };
+  static std::mutex& records_mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<forward_record>& records() {
+    static std::vector<forward_record> r;
+    return r;
+  }
+  template <class... A>
+  static std::vector<std::pair<void const*, std::uint64_t>> needed_buffers(unsigned long long needed, A const&... args) {
+    std::vector<std::pair<void const*, std::uint64_t>> out;
+    int i = 0;
+    auto one = [&](auto const& a) {
+      if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
+        if ((needed & ir::param_bit(i)) != 0) out.emplace_back(a.storage_id(), a.bulk_version());
+      ++i;
+    };
+    (one(args), ...);
+    return out;
+  }
+  static bool same_buffers(forward_record const& r, std::vector<std::pair<void const*, std::uint64_t>> const& b) {
+    if (r.buffers.size() != b.size()) return false;
+    for (std::size_t k = 0; k < b.size(); ++k)
+      if (r.buffers[k].first != b[k].first) return false;
+    return true;
+  }
+  template <class... A>
+  static void remember_forward(unsigned long long needed, A const&... args) {
+    if (needed == 0) return;
+    auto now = needed_buffers(needed, args...);
+    std::lock_guard lock(records_mutex());
+    auto& rs = records();
+    for (auto& r : rs)
+      if (same_buffers(r, now)) {
+        r.buffers = std::move(now);
+        return;
+      }
+    if (rs.size() == 8) rs.erase(rs.begin());
+    rs.push_back({std::move(now)});
+  }
+  template <class... A>
+  static void check_unchanged_since_forward(unsigned long long needed, A const&... args) {
+    if (needed == 0) return;
+    auto const now = needed_buffers(needed, args...);
+    std::lock_guard lock(records_mutex());
+    for (auto const& r : records()) {
+      if (!same_buffers(r, now)) continue;
+      for (std::size_t k = 0; k < now.size(); ++k) {
+        if (r.buffers[k].second == now[k].second) continue;
+        int p = 0, i = 0;
+        auto find = [&](auto const& a) {
+          if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
+            if (a.storage_id() == now[k].first) p = i;
+          ++i;
+        };
+        (find(args), ...);
+        throw autodiff_error("CTG-TAPE-003 kernel '" + std::string(Name.view()) + "': " +
+                             detail::describe_param(p, args...) +
+                             " changed since the forward launch (a launch or a host write), and the adjoint reads "
+                             "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
+                             "keeps the values each adjoint needs");
+      }
+      return;
+    }
   }
 
   // Runs every offload in one pass: in order forward, in reverse order for the
   // adjoint (each offload's adjoint reads the gradients the later ones left).
-  template <class Pass, class... A>
+  // Checked: run the launch-time half of the checks before an adjoint (a
+  // tape ran it when it recorded the launch).
+  template <class Pass, bool Checked = true, class... A>
   void launch(A const&... args) const {
     memory_space const space = detail::launch_space(Name.view(), args...);
     auto kir = ir(args...);
@@ -318,7 +509,7 @@ class kernel_t {
     constexpr int slots = decltype(kir)::slots;
     constexpr std::size_t count = decltype(kir.offloads)::size;
     constexpr bool backwards = std::is_same_v<Pass, backend::reverse_pass>;
-    if constexpr (backwards) {
+    if constexpr (backwards && Checked) {
       check_aliasing(args...);
       check_at_launch<reverse_checks<A...>>(kir, space, args...);
     }

@@ -96,7 +96,7 @@ struct interval_eval {
     if constexpr (!std::is_integral_v<T> || B != ir::buffer::primal) {
       return interval::unknown();
     } else {
-      if (args == nullptr || (unstable & param_bit(I)) != 0) return interval::unknown();
+      if (args == nullptr || (unstable & ir::param_bit(I)) != 0) return interval::unknown();
       auto const& view = detail::get<I>(*args);
       interval box[R > 0 ? R : 1];
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
@@ -165,9 +165,6 @@ struct interval_eval {
   constexpr interval eval(E const*, Env const&) const {
     return interval::unknown();
   }
-
-  // One bit per field parameter; parameters past the 64th share all bits.
-  static constexpr unsigned long long param_bit(int i) { return i < 64 ? 1ull << i : ~0ull; }
 };
 
 }  // namespace ctg::analysis

@@ -122,7 +122,7 @@ constexpr affine_form product(affine_form const& a, affine_form const& b) {
   return affine_form::opaque();
 }
 
-constexpr unsigned long long param_bit(int i) { return i < 64 ? 1ull << i : ~0ull; }
+using ir::param_bit;
 
 // The affine form of an index expression. Fields whose bit is set in
 // `unstable` are written by the kernel: what they hold is not a constant.

@@ -40,6 +40,30 @@ struct report {
   // Some pair was left to the launch for want of plain numbers' values (an IR
   // built in a constant expression may decide it at compile time).
   bool wants_values = false;
+  // For a ctg::tape: the field parameters whose adjoint needs the values they
+  // held when the launch began (the kernel reads them, then overwrites
+  // them), which the tape saves; pairs only a launch can decide for that.
+  unsigned long long pre_params = 0;
+  int tape_undecided = 0;
+  // Read and write sets: fields whose values the adjoint reads, fields the
+  // kernel writes (bit i: parameter i; parameters past the 64th share all).
+  unsigned long long needed_params = 0;
+  unsigned long long written_params = 0;
+
+  // The findings that stay when the launch is recorded on a tape: the
+  // overwrites of fields the tape saves are no longer errors.
+  constexpr report for_tape() const {
+    report t = *this;
+    t.count = 0;
+    for (int k = 0; k < count; ++k) {
+      entry const& e = items[k];
+      bool const saved = e.what == finding::overwritten_after_read && e.param >= 0 && e.param < 64 &&
+                         (pre_params & (1ull << e.param)) != 0;
+      if (!saved) t.items[t.count++] = e;
+    }
+    t.undecided += tape_undecided;
+    return t;
+  }
 
   constexpr bool ok() const { return count == 0; }
   constexpr bool has(finding f) const {
@@ -346,12 +370,17 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     }
   }
 
-  // ---- D3: a needed load in offload A, a write in offload B (B >= A) ----------------------------------
-  // An error when the write can overwrite the element the load read, after
-  // it read it: in a later offload, later in the same iteration, or in a
-  // later iteration of a loop both sit in.
-  template <std::size_t A, std::size_t B, std::size_t I, std::size_t J>
-  static constexpr pair_verdict d3_verdict(offloads_t const* offs, Args const* args, bool at_launch) {
+  // ---- D3 and its mirror: a needed load in offload A, a write in offload B ---------------------------
+  // Later = true (D3): can the write overwrite the element the load read,
+  // after it read it (in a later offload, later in the same iteration, in a
+  // later iteration of a loop both sit in)? Then the adjoint, which reads
+  // fields as the kernel left them, would see the new value.
+  // Later = false: can the write come before the read (an earlier offload,
+  // earlier in the same iteration, an earlier iteration of a shared loop)?
+  // Then the value read is not the one the field held when the launch began,
+  // which is what a tape restores for the adjoint.
+  template <bool Later, std::size_t A, std::size_t B, std::size_t I, std::size_t J>
+  static constexpr pair_verdict order_verdict(offloads_t const* offs, Args const* args, bool at_launch) {
     using LI = detail::tuple_element_t<I, typename to_tuple<events<A>>::type>;
     using SJ = detail::tuple_element_t<J, typename to_tuple<events<B>>::type>;
     using bodyA = typename view<A>::body;
@@ -364,26 +393,29 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     index_forms(l, args, fl);
     access_space const ss = event_space<B, SJ>(offs, args);
     access_space const sl = event_space<A, LI>(offs, args);
+    // may_hit(w, r, ...) asks whether w in a later iteration hits r: for the
+    // mirror the read is the later one.
+    auto hit = [&](int eq, int later) { return Later ? may_hit(s, l, args, eq, later) : may_hit(l, s, args, eq, later); };
 
     relations cases[1 + max_levels * max_axes];
     int count = 0;
     verdict fallback = verdict::ok;
     if constexpr (A != B) {
       cases[count++] = relations{};  // different offloads: no index in common
-      fallback = may_hit(s, l, args, 0, -1);
+      fallback = hit(0, -1);
     } else {
       using loops = seq_size<typename LI::loops>;
       constexpr int common = common_loops<typename LI::loops, typename SJ::loops>();
       relations base{};
       if constexpr (view<A>::parallel)
         for (int a = 0; a < view<A>::axes; ++a) base.r[0][a] = relation::same;  // one iteration of the offload
-      int equal = view<A>::parallel ? 1 : 0;  // levels below share their index values
+      int const equal = view<A>::parallel ? 1 : 0;  // levels below share their index values
       auto hold = [&](relations& c, int e) {  // the same iteration of loop entry e
         if (entry_level(e) == while_level || entry_level(e) >= max_levels) return;
         for (int a = 0; a < entry_axes(e) && a < max_axes; ++a) c.r[entry_level(e)][a] = relation::same;
       };
-      // Later in the same iteration of every common loop.
-      if constexpr (J > I) {
+      // In the same iteration of every common loop, in program order.
+      if constexpr (Later ? J > I : J < I) {
         relations c = base;
         int eq = equal;
         for (int k = 0; k < common; ++k) {
@@ -391,9 +423,9 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
           if (entry_level(loops::at(k)) != while_level) eq = entry_level(loops::at(k)) + 1;
         }
         cases[count++] = c;
-        fallback = either(fallback, may_hit(s, l, args, eq, -1));
+        fallback = either(fallback, hit(eq, -1));
       }
-      // A later iteration of common loop k, the same one of the loops around it.
+      // Another iteration of common loop k, the same one of the loops around it.
       for (int k = 0; k < common; ++k) {
         relations c = base;
         int eq = equal;
@@ -409,12 +441,12 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
           for (int b = 0; b < entry_axes(e) && b < max_axes; ++b) {
             relations d = c;
             for (int q = 0; q < b; ++q) d.r[level][q] = relation::same;
-            d.r[level][b] = relation::after;  // the write's iteration comes later
+            d.r[level][b] = Later ? relation::after : relation::before;  // the write's iteration
             cases[count++] = d;
           }
         }
         int const later = (level != while_level && entry_axes(e) == 1) ? level : -1;
-        fallback = either(fallback, may_hit(s, l, args, eq, later));
+        fallback = either(fallback, hit(eq, later));
       }
     }
     meeting const m = may_meet(fs, fl, rank, ss, sl, cases, count);
@@ -423,8 +455,20 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     return {fallback == verdict::ok ? verdict::unknown : fallback, true};
   }
 
+  // Per field parameter: the D3 verdict (can the adjoint read it as the
+  // kernel left it?) and the mirror's (does every needed read see the value
+  // the field held when the launch began?).
+  struct param_order {
+    verdict overwritten = verdict::ok;
+    verdict preceded = verdict::ok;
+    int offload = -1;
+    char const* func = "";
+  };
+  static constexpr int tracked_params = Args::size < 64 ? int(Args::size) : 64;
+
   template <std::size_t A, std::size_t B>
-  static constexpr void d3(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
+  static constexpr void order_pairs(report& r, param_order* po, offloads_t const* offs, Args const* args,
+                                    bool at_launch) {
     using EA = typename to_tuple<events<A>>::type;
     using EB = typename to_tuple<events<B>>::type;
     using bodyA = typename view<A>::body;
@@ -435,16 +479,33 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
         using LI = detail::tuple_element_t<I, EA>;
         if constexpr (LI::kind == access_kind::load && LI::needed) {
           using LA = event_access_t<LI, bodyA>;
-          if constexpr (differentiable_access<LA>()) {
+          if constexpr (LA::op_type::which == buffer::primal) {
             [&]<std::size_t... Js>(std::index_sequence<Js...>) {
               auto pair = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
                 using SJ = detail::tuple_element_t<J, EB>;
                 if constexpr (SJ::kind == access_kind::store || SJ::kind == access_kind::accumulate) {
                   using SA = event_access_t<SJ, bodyB>;
-                  if constexpr (SA::op_type::param == LA::op_type::param) {
-                    pair_verdict const v = d3_verdict<A, B, I, J>(offs, args, at_launch);
-                    record(r, v, at_launch, finding::overwritten_after_read, LA::op_type::param, int(B),
-                           name_or(func_on_path<bodyB, typename SJ::path>::name, view<B>::func));
+                  constexpr int p = LA::op_type::param;
+                  if constexpr (SA::op_type::param == p && SA::op_type::which == buffer::primal) {
+                    if constexpr (B >= A) {
+                      pair_verdict const v = order_verdict<true, A, B, I, J>(offs, args, at_launch);
+                      if (v.unknowns && !at_launch) r.wants_values = true;
+                      if constexpr (p < tracked_params) {
+                        if (po[p].overwritten != verdict::error && v.v != verdict::ok) {
+                          po[p].offload = int(B);
+                          po[p].func = name_or(func_on_path<bodyB, typename SJ::path>::name, view<B>::func);
+                        }
+                        po[p].overwritten = either(po[p].overwritten, v.v);
+                      } else {
+                        record(r, v, at_launch, finding::overwritten_after_read, p, int(B),
+                               name_or(func_on_path<bodyB, typename SJ::path>::name, view<B>::func));
+                      }
+                    }
+                    if constexpr (B <= A && p < tracked_params) {
+                      pair_verdict const v = order_verdict<false, A, B, I, J>(offs, args, at_launch);
+                      if (v.unknowns && !at_launch) r.wants_values = true;
+                      po[p].preceded = either(po[p].preceded, v.v);
+                    }
                   }
                 }
               };
@@ -456,6 +517,40 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
       (over_loads(std::integral_constant<std::size_t, Is>{}), ...);
     }(std::make_index_sequence<na>{});
   }
+
+  // Fields whose values the adjoint reads (any needed load, differentiable or
+  // not: indices and loop bounds count), and fields the kernel writes.
+  template <class List>
+  struct needed_in;
+  template <class... E>
+  struct needed_in<detail::type_list<E...>> {
+    template <std::size_t K>
+    static constexpr unsigned long long mask() {
+      using body = typename view<K>::body;
+      return (((E::kind == access_kind::load && E::needed &&
+                event_access_t<E, body>::op_type::which == buffer::primal)
+                   ? param_bit(event_access_t<E, body>::op_type::param)
+                   : 0ull) |
+              ... | 0ull);
+    }
+  };
+  // The bounds of a parallel offload's loop are evaluated again by its adjoint.
+  template <std::size_t K>
+  static constexpr unsigned long long bound_reads() {
+    if constexpr (view<K>::parallel) {
+      using loop = typename view<K>::loop;
+      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        return (read_params_v<detail::tuple_element_t<Is, decltype(loop::kids)>> | ... | 0ull);
+      }(std::make_index_sequence<2 * view<K>::axes>{});
+    } else {
+      return 0;
+    }
+  }
+  static constexpr unsigned long long needed_params = [] {
+    return [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
+      return ((needed_in<events<Ks>>::template mask<Ks>() | bound_reads<Ks>()) | ... | 0ull);
+    }(std::make_index_sequence<n_offloads>{});
+  }();
 
   // ---- the rest: extrema, gradient buffers, missing derivative rules -----------------------------------
   template <std::size_t K>
@@ -480,16 +575,30 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
 
   static constexpr report evaluate(offloads_t const* offs, Args const* args, bool at_launch) {
     report r;
+    param_order po[tracked_params > 0 ? tracked_params : 1]{};
     [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
       (d2<Ks>(r, offs, args, at_launch), ...);
-      auto from = [&]<std::size_t A>(std::integral_constant<std::size_t, A>) {
+      auto load_in = [&]<std::size_t A>(std::integral_constant<std::size_t, A>) {
         [&]<std::size_t... Bs>(std::index_sequence<Bs...>) {
-          (d3<A, A + Bs>(r, offs, args, at_launch), ...);
-        }(std::make_index_sequence<n_offloads - A>{});
+          (order_pairs<A, Bs>(r, po, offs, args, at_launch), ...);
+        }(std::make_index_sequence<n_offloads>{});
       };
-      (from(std::integral_constant<std::size_t, Ks>{}), ...);
+      (load_in(std::integral_constant<std::size_t, Ks>{}), ...);
       if (!at_launch) (others<Ks>(r), ...);
     }(std::make_index_sequence<n_offloads>{});
+    for (int p = 0; p < tracked_params; ++p) {
+      param_order const& o = po[p];
+      if (o.overwritten == verdict::ok) continue;
+      // A tape can give the adjoint the values the field held when the launch
+      // began, when every needed read sees those.
+      if (o.preceded == verdict::ok)
+        r.pre_params |= param_bit(p);
+      else if (o.preceded == verdict::unknown && !at_launch)
+        ++r.tape_undecided;
+      record(r, o.overwritten, at_launch, finding::overwritten_after_read, p, o.offload, o.func);
+    }
+    r.needed_params = needed_params;
+    r.written_params = written_params;
     return r;
   }
 };

@@ -395,6 +395,7 @@ constexpr verdict may_hit(S const* s, L const* l, Args const* args, int equal_be
       }
     };
     (axis(std::integral_constant<std::size_t, Is>{}), ...);
+    (void)axis;  // rank-0 fields have no axis
   }(std::make_index_sequence<std::size_t(rank)>{});
   return out;
 }

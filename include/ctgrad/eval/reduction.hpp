@@ -57,9 +57,8 @@ struct merge_unique<A, detail::type_list<Bs...>, Rest...> {
   using type = typename merge_unique<typename fold<A, Bs...>::type, Rest...>::type;
 };
 
-// One bit per field parameter; parameters past the 64th share all bits
-// (never privatised, never wrong).
-constexpr unsigned long long param_bit(int i) { return i < 64 ? 1ull << i : ~0ull; }
+// One bit per field parameter (ir::param_bit); parameters past the 64th
+// share all bits (never privatised, never wrong).
 template <class Op>
 inline constexpr unsigned long long access_bit = 0;
 template <int I, class T, int R, bool G, bool D, buffer B>

@@ -229,6 +229,31 @@ struct written_access<node<op::component, V, I...>> {
   using type = V;
 };
 
+// The field parameters a subtree writes (stores and atomics on their own
+// buffer), one bit per parameter; parameters past the 64th share all bits.
+constexpr unsigned long long param_bit(int i) { return i < 64 ? 1ull << i : ~0ull; }
+template <class N>
+inline constexpr unsigned long long written_params_v = 0;
+template <class Op, class... K>
+inline constexpr unsigned long long written_params_v<node<Op, K...>> = (written_params_v<K> | ... | 0ull);
+template <class L, class E>
+inline constexpr unsigned long long written_params_v<node<op::store, L, E>> =
+    param_bit(written_access<L>::type::op_type::param) | written_params_v<L> | written_params_v<E>;
+template <atomic_kind K, class L, class E>
+inline constexpr unsigned long long written_params_v<node<op::atomic<K>, L, E>> =
+    param_bit(written_access<L>::type::op_type::param) | written_params_v<L> | written_params_v<E>;
+
+// The field parameters an expression reads.
+template <class Op>
+inline constexpr unsigned long long access_param_bit = 0;
+template <int I, class T, int R, bool G, bool D, buffer B>
+inline constexpr unsigned long long access_param_bit<op::access<I, T, R, G, D, B>> = param_bit(I);
+template <class N>
+inline constexpr unsigned long long read_params_v = 0;
+template <class Op, class... K>
+inline constexpr unsigned long long read_params_v<node<Op, K...>> =
+    access_param_bit<Op> | (read_params_v<K> | ... | 0ull);
+
 template <class Op>
 inline constexpr bool is_store_op = std::is_same_v<Op, op::store>;
 template <class Op>

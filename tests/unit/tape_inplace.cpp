@@ -1,0 +1,390 @@
+// The tape keeps the field values each adjoint needs: simulations that update
+// their state in place or ping-pong between two buffers get the gradient of
+// the computation they ran, pinned against central finite differences of a
+// plain C++ version of the same loop.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <ctgrad/ctgrad.hpp>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ad_test_support.hpp"
+
+namespace {
+
+using doctest::Approx;
+using vec_t = ctg::field<double, 1, ctg::grad>;
+using scal_t = ctg::field<double, 0, ctg::grad>;
+
+constexpr int cells = 12;
+
+// ---- a heat equation with two buffers -----------------------------------------------------------
+// v = u + D (u[i-1] - 2 u[i] + u[i+1]) inside, v = u at the two ends.
+constexpr auto heat_step = ctg::kernel<"heat_step">([](auto u, auto v, auto d) {
+  return ctg::range(u.size(), [=](auto i) {
+    return ctg::if_(i > 0 && i < u.size() - 1, v[i] = u[i] + d() * (u[i - 1] - 2.0 * u[i] + u[i + 1]),
+                    v[i] = u[i]);
+  });
+});
+constexpr auto sum_sq = ctg::kernel<"sum_sq">([](auto u, auto loss) {
+  return ctg::range(u.size(), [=](auto i) { return loss() += u[i] * u[i] * u[i]; });
+});
+
+double heat_plain(std::vector<double> const& p, int pairs) {  // p: cells of u, then D
+  std::vector<double> u(p.begin(), p.begin() + cells), v(cells);
+  double const d = p[cells];
+  auto step = [&](std::vector<double> const& a, std::vector<double>& b) {
+    for (int i = 0; i < cells; ++i)
+      b[i] = (i > 0 && i < cells - 1) ? a[i] + d * (a[i - 1] - 2 * a[i] + a[i + 1]) : a[i];
+  };
+  for (int k = 0; k < pairs; ++k) {
+    step(u, v);
+    step(v, u);
+  }
+  double loss = 0;
+  for (double x : u) loss += x * x * x;
+  return loss;
+}
+
+struct heat_problem {
+  vec_t u{{cells}, {.name = "u"}}, v{{cells}, {.name = "v"}};
+  scal_t d{{.name = "D"}}, loss{{.name = "loss"}};
+  std::vector<double> start;
+  heat_problem() {
+    for (int i = 0; i < cells; ++i) start.push_back(std::sin(0.7 * i) + 0.2 * i);
+    d.at() = 0.21;
+  }
+  void reset() {
+    u.copy_from(start);
+    loss.at() = 0;
+  }
+  void run(int pairs) {
+    for (int k = 0; k < pairs; ++k) {
+      heat_step(u, v, d);
+      heat_step(v, u, d);
+    }
+    sum_sq(u, loss);
+  }
+  std::vector<double> params() const {
+    std::vector<double> p = start;
+    p.push_back(0.21);
+    return p;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ping-pong buffers: the tape saves each overwritten version an adjoint needs") {
+  heat_problem h;
+  int const pairs = 6;
+  h.reset();
+  {
+    ctg::tape tape(h.loss);
+    h.run(pairs);
+    // u and v are each overwritten once per step after an adjoint needed them.
+    CHECK(tape.bytes_saved() > 0);
+    tape.backward();
+  }
+  auto const p = h.params();
+  auto const plain = [&](std::vector<double> const& q) { return heat_plain(q, pairs); };
+  auto const g = ad_test::fd_gradient(plain, p);
+  CHECK(h.d.grad().at() == Approx(g[cells]).epsilon(1e-6));
+  // u's gradient is with respect to its values at the start: the tape put
+  // them back for the first adjoint, then left the final values in place.
+  for (int i = 0; i < cells; ++i) CHECK(h.u.grad().at(i) == Approx(g[i]).epsilon(1e-6));
+  CHECK(std::as_const(h.loss).at() == Approx(plain(p)).epsilon(1e-12));
+}
+
+TEST_CASE("strict mode refuses to save and names the field, the needing and the overwriting launch") {
+  heat_problem h;
+  h.reset();
+  ctg::tape tape(h.loss, ctg::tape_options{.strict = true});
+  heat_step(h.u, h.v, h.d);  // #1 reads u
+  try {
+    heat_step(h.v, h.u, h.d);  // #2 overwrites u, which #1 needs: refused
+    FAIL("no error");
+  } catch (ctg::autodiff_error const& e) {
+    std::string const what = e.what();
+    CHECK(what.find("CTG-TAPE-002") != std::string::npos);
+    CHECK(what.find("field 'u'") != std::string::npos);
+    CHECK(what.find("launch #2 (kernel 'heat_step')") != std::string::npos);
+    CHECK(what.find("launch #1") != std::string::npos);
+  }
+}
+
+namespace {
+
+// ---- in-place symplectic Euler ------------------------------------------------------------------
+constexpr int masses = 7;
+constexpr double dt = 0.05;
+constexpr auto kick = ctg::kernel<"kick">([](auto x, auto v, auto k) {
+  return ctg::range(x.size(), [=](auto i) { return v[i] += -dt * k() * ctg::sin(x[i]) * (1.0 + x[i] * x[i]); });
+});
+constexpr auto drift = ctg::kernel<"drift">([](auto x, auto v) {
+  return ctg::range(x.size(), [=](auto i) { return x[i] += dt * v[i]; });
+});
+
+double euler_plain(std::vector<double> const& p, int steps) {  // p: x, v, k
+  std::vector<double> x(p.begin(), p.begin() + masses), v(p.begin() + masses, p.begin() + 2 * masses);
+  double const k = p[2 * masses];
+  for (int s = 0; s < steps; ++s) {
+    for (int i = 0; i < masses; ++i) v[i] += -dt * k * std::sin(x[i]) * (1 + x[i] * x[i]);
+    for (int i = 0; i < masses; ++i) x[i] += dt * v[i];
+  }
+  double loss = 0;
+  for (int i = 0; i < masses; ++i) loss += x[i] * x[i] + 0.5 * v[i] * v[i];
+  return loss;
+}
+constexpr auto energy = ctg::kernel<"energy">([](auto x, auto v, auto loss) {
+  return ctg::range(x.size(), [=](auto i) { return loss() += x[i] * x[i] + 0.5 * v[i] * v[i]; });
+});
+
+}  // namespace
+
+TEST_CASE("in-place symplectic Euler: 25 steps, exact gradient") {
+  vec_t x({masses}, {.name = "x"}), v({masses}, {.name = "v"});
+  scal_t k({.name = "k"}), loss({.name = "loss"});
+  std::vector<double> p;
+  for (int i = 0; i < masses; ++i) p.push_back(0.3 + 0.4 * i);
+  for (int i = 0; i < masses; ++i) p.push_back(0.1 * (i % 3) - 0.1);
+  p.push_back(1.7);
+  int const steps = 25;
+  for (int i = 0; i < masses; ++i) x.at(i) = p[i], v.at(i) = p[masses + i];
+  k.at() = p[2 * masses];
+  {
+    ctg::tape tape(loss);
+    for (int s = 0; s < steps; ++s) {
+      auto step_scope = tape.scope("step " + std::to_string(s));
+      kick(x, v, k);
+      drift(x, v);
+    }
+    energy(x, v, loss);
+    // kick needs x; drift overwrites it every step: one copy of x per step.
+    CHECK(tape.bytes_saved() == std::size_t(steps) * masses * sizeof(double));
+    std::string const listing = tape.listing();
+    CHECK(listing.find("#1 step 0: kernel 'kick'; adjoint reads x, k; writes v; saved 0 bytes") != std::string::npos);
+    CHECK(listing.find("#2 step 0: kernel 'drift'; adjoint reads nothing; writes x; saved 56 bytes") !=
+          std::string::npos);
+    tape.backward();
+  }
+  auto const plain = [&](std::vector<double> const& q) { return euler_plain(q, steps); };
+  auto const g = ad_test::fd_gradient(plain, p);
+  CHECK(k.grad().at() == Approx(g[2 * masses]).epsilon(1e-6));
+  for (int i = 0; i < masses; ++i) {
+    CHECK(x.grad().at(i) == Approx(g[i]).epsilon(1e-6));
+    CHECK(v.grad().at(i) == Approx(g[masses + i]).epsilon(1e-6));
+  }
+  // The fields hold the final forward values afterwards.
+  std::vector<double> xs(p.begin(), p.begin() + masses), vs(p.begin() + masses, p.begin() + 2 * masses);
+  for (int s = 0; s < steps; ++s) {
+    for (int i = 0; i < masses; ++i) vs[i] += -dt * p[2 * masses] * std::sin(xs[i]) * (1 + xs[i] * xs[i]);
+    for (int i = 0; i < masses; ++i) xs[i] += dt * vs[i];
+  }
+  for (int i = 0; i < masses; ++i) CHECK(std::as_const(x).at(i) == Approx(xs[i]).epsilon(1e-14));
+}
+
+TEST_CASE("a kernel that reads a field and overwrites it is exact on a tape") {
+  // x[i] = x[i] + dt sin(x[i]): the adjoint needs x as it was before the
+  // launch; the tape saves it (k.grad alone rejects this kernel: CTG-AD-004).
+  constexpr auto flow = ctg::kernel<"flow">([](auto x) {
+    return ctg::range(x.size(), [=](auto i) { return x[i] = x[i] + 0.1 * ctg::sin(x[i]); });
+  });
+  static_assert(decltype(flow)::diagnose<vec_t>().has(ctg::finding::overwritten_after_read));
+  static_assert(decltype(flow)::diagnose<vec_t>().for_tape().ok());
+  vec_t x({4}, {.name = "x"});
+  scal_t loss({.name = "loss"});
+  std::vector<double> p = {0.4, 1.1, -0.7, 2.5};
+  x.copy_from(p);
+  int const steps = 9;
+  {
+    ctg::tape tape(loss);
+    for (int s = 0; s < steps; ++s) flow(x);
+    sum_sq(x, loss);
+    CHECK(tape.bytes_saved() == std::size_t(steps) * 4 * sizeof(double));
+    tape.backward();
+  }
+  auto const plain = [&](std::vector<double> q) {
+    for (int s = 0; s < steps; ++s)
+      for (auto& e : q) e = e + 0.1 * std::sin(e);
+    double l = 0;
+    for (double e : q) l += e * e * e;
+    return l;
+  };
+  auto const g = ad_test::fd_gradient(plain, p);
+  for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == Approx(g[i]).epsilon(1e-7));
+}
+
+TEST_CASE("a kernel that reads a field after overwriting it stays rejected, also on a tape") {
+  // The second offload reads the values the first wrote, the first reads the
+  // ones the launch began with: no single version serves both.
+  constexpr auto both = ctg::kernel<"both">([](auto x, auto y) {
+    return ctg::block(ctg::range(x.size(), [=](auto i) { return x[i] = ctg::sin(x[i]); }),
+                      ctg::range(x.size(), [=](auto i) { return y[i] = ctg::cos(x[i]); }),
+                      ctg::range(x.size(), [=](auto i) { return x[i] = x[i] * 2.0; }));
+  });
+  static_assert(decltype(both)::diagnose<vec_t, vec_t>().has(ctg::finding::overwritten_after_read));
+  static_assert(!decltype(both)::diagnose<vec_t, vec_t>().for_tape().ok());
+}
+
+namespace {
+
+// ---- a grid cleared and reused every step (the MPM pattern) ----------------------------------------
+constexpr int nodes = 9;
+constexpr double h = 1.0 / (nodes - 1);
+constexpr auto clear_grid = ctg::kernel<"clear_grid">([](auto grid) {
+  return ctg::range(grid.size(), [=](auto i) { return grid[i] = 0.0; });
+});
+// Each particle spreads its weight to its two nodes (linear hat functions).
+constexpr auto scatter = ctg::kernel<"scatter">([](auto x, auto grid) {
+  return ctg::range(x.size(), [=](auto p) {
+    return ctg::let(ctg::cast<int>(ctg::floor(x[p] / h)), [=](auto base) {
+      return ctg::let(x[p] / h - ctg::cast<double>(base), [=](auto f) {
+        return ctg::block(grid[base] += (1.0 - f) * (1.0 - f), grid[base + 1] += f * f);
+      });
+    });
+  });
+});
+// Particles move down the gradient of a smooth function of the grid mass.
+constexpr auto gather = ctg::kernel<"gather">([](auto x, auto grid) {
+  return ctg::range(x.size(), [=](auto p) {
+    return ctg::let(ctg::cast<int>(ctg::floor(x[p] / h)), [=](auto base) {
+      return ctg::let(x[p] / h - ctg::cast<double>(base), [=](auto f) {
+        return x[p] = x[p] + 0.01 * (ctg::tanh(grid[base]) * (1.0 - f) + ctg::tanh(grid[base + 1]) * f);
+      });
+    });
+  });
+});
+
+}  // namespace
+
+TEST_CASE("a grid cleared and reused every step") {
+  ctg::field<double, 1, ctg::grad> x({5}, {.name = "x"}), grid({nodes}, {.name = "grid"});
+  scal_t loss({.name = "loss"});
+  std::vector<double> start = {0.13, 0.31, 0.42, 0.58, 0.77};
+  auto forward = [&] {
+    x.copy_from(start);
+    loss.at() = 0;
+    for (int s = 0; s < 6; ++s) {
+      clear_grid(grid);
+      scatter(x, grid);
+      gather(x, grid);
+    }
+    sum_sq(x, loss);
+  };
+  {
+    ctg::tape tape(loss);
+    forward();
+    // scatter's adjoint needs x and gather overwrites it; gather's adjoint
+    // needs the grid and the next clear overwrites it.
+    CHECK(tape.bytes_saved() == std::size_t(5 * 6 + nodes * 5) * sizeof(double));
+    tape.backward();
+  }
+  auto const plain = [&](std::vector<double> q) {
+    std::vector<double> g(nodes);
+    for (int s = 0; s < 6; ++s) {
+      std::fill(g.begin(), g.end(), 0.0);
+      for (double e : q) {
+        int const b = int(std::floor(e / h));
+        double const f = e / h - b;
+        g[b] += (1 - f) * (1 - f);
+        g[b + 1] += f * f;
+      }
+      for (double& e : q) {
+        int const b = int(std::floor(e / h));
+        double const f = e / h - b;
+        e = e + 0.01 * (std::tanh(g[b]) * (1 - f) + std::tanh(g[b + 1]) * f);
+      }
+    }
+    double l = 0;
+    for (double e : q) l += e * e * e;
+    return l;
+  };
+  auto const g = ad_test::fd_gradient(plain, start, 1e-7);
+  for (int i = 0; i < 5; ++i) CHECK(x.grad().at(i) == Approx(g[i]).epsilon(1e-6));
+}
+
+TEST_CASE("nothing overwritten, nothing saved") {
+  vec_t x({4}, {.name = "x"}), y({4}, {.name = "y"});
+  scal_t loss({.name = "loss"});
+  constexpr auto square = ctg::kernel<"square">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * x[i]; });
+  });
+  x.fill(0.5);
+  ctg::tape tape(loss);
+  square(x, y);
+  sum_sq(y, loss);
+  CHECK(tape.bytes_saved() == 0);
+  tape.backward();
+  CHECK(tape.bytes_saved() == 0);
+  CHECK(x.grad().at(0) == Approx(6 * std::pow(0.5, 5)));
+}
+
+// ---- changes the tape did not see ------------------------------------------------------------------
+TEST_CASE("a host write to a needed field between recording and backward raises CTG-TAPE-003") {
+  for (int kind = 0; kind < 3; ++kind) {
+    CAPTURE(kind);
+    heat_problem h;
+    h.reset();
+    ctg::tape tape(h.loss);
+    h.run(1);
+    // Reading through a non-const handle is not a change.
+    double const peek = h.u.at(3);
+    (void)peek;
+    if (kind == 0) h.u.at(3) = 99.0;
+    if (kind == 1) h.u.fill(1.0);
+    if (kind == 2) h.d.copy_from(std::vector<double>{0.5});
+    CHECK_THROWS_WITH_AS(tape.backward(), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
+  }
+  heat_problem h;
+  h.reset();
+  ctg::tape tape(h.loss);
+  h.run(1);
+  double const peek = h.u.at(3) + h.d.at();  // reads only
+  (void)peek;
+  CHECK_NOTHROW(tape.backward());
+}
+
+TEST_CASE("a launch the tape did not record, and a loop bound changed after the forward, raise CTG-TAPE-003") {
+  heat_problem h;
+  h.reset();
+  ctg::tape tape(h.loss);
+  h.run(1);
+  // Another thread has no tape: its launch is not recorded.
+  std::thread other([&] { heat_step(h.v, h.u, h.d); });
+  other.join();
+  CHECK_THROWS_WITH_AS(tape.backward(), doctest::Contains("field 'u'"), ctg::autodiff_error);
+
+  ctg::field<int, 0> n({.name = "n"});
+  n.at() = 3;
+  vec_t x({4}, {.name = "x"});
+  scal_t loss({.name = "loss"});
+  constexpr auto partial = ctg::kernel<"partial">([](auto x, auto n, auto loss) {
+    return ctg::range(n(), [=](auto i) { return loss() += x[i] * x[i]; });
+  });
+  ctg::tape t2(loss);
+  partial(x, n, loss);
+  n.at() = 4;
+  CHECK_THROWS_WITH_AS(t2.backward(), doctest::Contains("field 'n'"), ctg::autodiff_error);
+}
+
+TEST_CASE("k.grad alone: a field its adjoint reads changed since the forward launch") {
+  vec_t x({4}, {.name = "x"}), y({4}, {.name = "y"});
+  constexpr auto square = ctg::kernel<"square2">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * x[i]; });
+  });
+  constexpr auto shift = ctg::kernel<"shift">([](auto x) {
+    return ctg::range(x.size(), [=](auto i) { return x[i] = x[i] + 1.0; });
+  });
+  x.fill(0.5);
+  square(x, y);
+  y.grad().fill(1.0);
+  CHECK_NOTHROW(square.grad(x, y));
+  shift(x);
+  CHECK_THROWS_WITH_AS(square.grad(x, y), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
+  square(x, y);
+  CHECK_NOTHROW(square.grad(x, y));
+  x.fill(2.0);
+  CHECK_THROWS_WITH_AS(square.grad(x, y), doctest::Contains("field 'x'"), ctg::autodiff_error);
+}
