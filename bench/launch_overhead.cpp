@@ -1,23 +1,22 @@
 // What one parallel launch on the CPU thread pool costs, apart from its work:
-// a loop of n elements doing almost nothing (body:0, y[i] = x[i] + 1) or
-// about a nanosecond per element, as in ctgrad's map and wave kernels
-// (body:1, y[i] = sin(x[i]) x[i]), timed on a pool of one thread and on a
+// a loop of n elements doing almost nothing (body:0, y[i] = x[i] + 1, a
+// fraction of a nanosecond per element) or a sine per element (body:1,
+// y[i] = sin(x[i]) x[i], about 6 ns), timed on a pool of one thread and on a
 // pool of two, paired in the same iterations (pool objects of their own, so
 // neither is resized while timing). Where two threads stop losing to one is
 // where thread_pool::inline_below belongs.
 //
 // competing:1 starts a thread that only spins for the duration of the
-// benchmark: with two cores it leaves the pool one core, which is what a
-// second process on the machine does. A pool whose launch waits for a worker
-// to wake up then pays for the scheduler's latency on every launch.
+// benchmark (competing_load.hpp): with two cores it leaves the pool one, as
+// a second process on the machine does.
 //
 // The counters give microseconds per launch for each pool and their ratio
 // (two threads over one); the benchmark's own time is the two-thread pool's.
-#include <atomic>
 #include <cmath>
 #include <thread>
 #include <vector>
 
+#include "competing_load.hpp"
 #include "cpu_support.hpp"
 
 namespace {
@@ -28,22 +27,6 @@ using bench::variant;
 // Launches per timed run: enough that the clock's own cost does not count.
 constexpr int launches_per_run = 200;
 
-struct competing_load {
-  std::atomic<bool> stop{false};
-  std::thread spinner;
-  explicit competing_load(bool on) {
-    if (on)
-      spinner = std::thread([this] {
-        while (!stop.load(std::memory_order_relaxed)) {
-        }
-      });
-  }
-  ~competing_load() {
-    stop = true;
-    if (spinner.joinable()) spinner.join();
-  }
-};
-
 void BM_launch(benchmark::State& state) {
   int64 const n = state.range(0);
   std::vector<float> x(static_cast<std::size_t>(n), 1.0f), y(static_cast<std::size_t>(n));
@@ -51,7 +34,7 @@ void BM_launch(benchmark::State& state) {
   float* ys = y.data();
   ctg::cpu::thread_pool one(1), two(2);
   bool const sine = state.range(1) != 0;
-  competing_load load(state.range(2) != 0);
+  bench::competing_load load(state.range(2) != 0);
   auto launches = [&](ctg::cpu::thread_pool& pool) {
     for (int k = 0; k < launches_per_run; ++k) {
       if (sine)
