@@ -20,6 +20,10 @@ struct lower_ctx {
 
 template <class IR, int Next>
 struct lowered {
+  // The IR owns every value it holds: a reference member (into a lambda's
+  // frame, into a tree being rebuilt) would make it unassignable.
+  static_assert(!is_node_v<IR> || std::is_copy_assignable_v<IR>,
+                "lowered IR must hold its values, not references to them");
   IR ir;
   static constexpr int next_slot = Next;
 };
@@ -247,12 +251,56 @@ constexpr auto attach_site(node<Op, K...> const& n) {
     return n;
 }
 
+// ---- statements inside expressions -------------------------------------------------
+// Whether an expression holds a let-block that yields a value (a func
+// computing its result in statements). Hoisting (normalize.hpp) moves such
+// blocks in front of the statement that holds them.
+template <class N>
+struct has_let_value : std::false_type {};
+template <class Op, class... K>
+struct has_let_value<node<Op, K...>> : std::disjunction<has_let_value<K>...> {};
+template <int... S, class... K>
+struct has_let_value<node<op::let_value<S...>, K...>> : std::true_type {};
+template <class N>
+inline constexpr bool has_let_value_v = has_let_value<N>::value;
+
+// A select whose sides hold statements: hoisting them in front of the
+// statement would run both sides whatever the condition (a NaN gradient from
+// the side not taken, a read out of range), so it becomes control flow here,
+// where slots are numbered:
+//   select(c, a, b)  ->  let_value r = 0 { if_(c, r = a, r = b) } yields r
+// Hoisting then moves only this block out of the expression; each side's own
+// let-blocks are hoisted inside its arm of the if_, and the forward pass, the
+// adjoint (an if_ replays the branch it took, lets included) and the tangent
+// run the chosen side alone. Slots: First the value, then the sites of the
+// if_ and of the two assignments.
+template <class S>
+inline constexpr bool is_branching_select_v = false;
+template <class C, class A, class B>
+inline constexpr bool is_branching_select_v<node<op::select, C, A, B>> = has_let_value_v<A> || has_let_value_v<B>;
+
+template <int First, class C, class A, class B>
+constexpr auto select_as_branches(node<op::select, C, A, B> const& s) {
+  using V = value_t<node<op::select, C, A, B>>;
+  using value_local = node<op::local<First, V>>;
+  auto then_arm = rebuild(op::assign<First + 2>{}, value_local{}, kid<1>(s));
+  auto else_arm = rebuild(op::assign<First + 3>{}, value_local{}, kid<2>(s));
+  auto branches = rebuild(op::if_<First + 1>{}, kid<0>(s), then_arm, else_arm);
+  auto out = rebuild(op::let_value<First>{}, node<op::literal<V>>{{zero_of<V>()}, {}}, branches, value_local{});
+  return lowered<decltype(out), First + 4>{out};
+}
+
 template <class Ctx, class Op, class... Kids>
 constexpr auto lower(Ctx, node<Op, Kids...> const& n) {
   auto r = lower_seq<Ctx>(n.kids);
   constexpr int next = decltype(r)::next_slot;
-  auto out = attach_site<next>(settle(n.op, r.ir));
-  return lowered<decltype(out), next + with_site<Op, next>::used>{out};
+  auto settled = settle(n.op, r.ir);
+  if constexpr (is_branching_select_v<decltype(settled)>) {
+    return select_as_branches<next>(settled);
+  } else {
+    auto out = attach_site<next>(settled);
+    return lowered<decltype(out), next + with_site<Op, next>::used>{out};
+  }
 }
 
 template <class Ctx, loop_kind K, int Axes, class F, class... Bounds>

@@ -3,6 +3,12 @@
 // pure trees and statements hold all the control flow; (2) split the kernel's
 // top level into offloads: each top-level loop is a parallel offload, each run
 // of other statements one serial offload.
+//
+// Hoisting runs a let-block's statements before the statement that holds it,
+// always. That is only what the program asks for where the expression always
+// evaluates the block: a select of blocks became an if_ during lowering
+// (lower.hpp) for that reason, && and || evaluate both operands anyway, and a
+// while_ condition may hold none (CTG-EXPR-011).
 #pragma once
 #include <type_traits>
 #include <utility>
@@ -12,30 +18,24 @@
 namespace ctg::ir {
 
 // ---- let-blocks inside expressions ------------------------------------------------
-template <class N>
-struct has_let_value : std::false_type {};
-template <class Op, class... K>
-struct has_let_value<node<Op, K...>> : std::disjunction<has_let_value<K>...> {};
-template <int... S, class... K>
-struct has_let_value<node<op::let_value<S...>, K...>> : std::true_type {};
-template <class N>
-inline constexpr bool has_let_value_v = has_let_value<N>::value;
+// Every function here takes nodes by const reference and returns new nodes by
+// value: a rebuilt tree owns copies of its kids (literal values, custom
+// functors), never a reference into the tree it came from, so no result can
+// outlive what it was made of.
 
-template <class Funcs, class LV, class R>
-struct extraction {
-  using funcs = Funcs;
-  LV let_node;
-  R replaced;
-};
-
-template <class Tuple, std::size_t I, class R, std::size_t... Is>
-constexpr auto replace_at(Tuple const& t, R const& r, std::index_sequence<Is...>) {
-  return detail::make_tuple([&]() -> decltype(auto) {
-    if constexpr (Is == I)
-      return r;
-    else
-      return detail::get<Is>(t);
-  }()...);
+// Kid I of the tuple, or the replacement r where I is the kid being replaced.
+template <bool Replace, class Kid, class R>
+constexpr auto kid_or(Kid const& kid, R const& r) {
+  if constexpr (Replace)
+    return r;
+  else
+    return kid;
+}
+template <std::size_t I, class R, class... K>
+constexpr auto replace_at(detail::tuple<K...> const& t, R const& r) {
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return detail::make_tuple(kid_or<Is == I>(detail::get<Is>(t), r)...);
+  }(std::index_sequence_for<K...>{});
 }
 
 template <class... K>
@@ -46,22 +46,65 @@ constexpr std::size_t first_with_let_value() {
   return sizeof...(K);
 }
 
-// Takes the leftmost let-block out of an expression, leaving its value behind.
-template <class Funcs, class E>
+// Whether kid I of an expression node receives no adjoint from the node: the
+// node or the kid has no differentiable value (comparisons, indices, integer
+// casts), or the node stops the gradient (stop_grad, floor and the other
+// piecewise-constant operations).
+template <class Op>
+struct stops_gradient : std::is_same<Op, op::stop_grad> {};
+template <class Fn>
+struct stops_gradient<op::math<Fn>> : std::bool_constant<Fn::kind == fn::grad_kind::none> {};
+
+template <class N, class Kid>
+inline constexpr bool gradient_free_kid_v = !is_differentiable_v<value_t<N>> || !is_differentiable_v<value_t<Kid>> ||
+                                            stops_gradient<typename N::op_type>::value;
+
+// The same for the expression kids of a statement: conditions and bounds carry
+// no gradient, nor does the value stored into a field without one.
+template <class S, std::size_t I>
+constexpr bool gradient_free_statement_kid() {
+  using Op = typename S::op_type;
+  using Kid = std::remove_cvref_t<decltype(kid<I>(std::declval<S const&>()))>;
+  if constexpr (!is_differentiable_v<value_t<Kid>>) {
+    return true;
+  } else if constexpr ((is_store_op<Op> || is_atomic_op<Op>) && I == 1) {
+    using A = typename written_access<std::remove_cvref_t<decltype(kid<0>(std::declval<S const&>()))>>::type::op_type;
+    return !(A::has_grad && A::which == buffer::primal);
+  } else {
+    return false;
+  }
+}
+
+// The leftmost let-block of an expression taken out of it, and the expression
+// with the block's value in its place. Funcs: the func scopes it sat in, to
+// wrap its statements in. NoGradient: whether its value reaches a place that
+// takes no gradient (then its statements need none either; see detached).
+template <class Funcs, bool NoGradient, class LV, class R>
+struct extraction {
+  using funcs = Funcs;
+  static constexpr bool no_gradient = NoGradient;
+  LV let_node;
+  R replaced;
+};
+
+template <class Funcs, bool NoGradient, class E>
 constexpr auto extract(E const& e) {
   if constexpr (is_let_value_op<typename E::op_type>) {
     constexpr std::size_t n = E::arity;
-    return extraction<Funcs, E, std::remove_cvref_t<decltype(kid<n - 1>(e))>>{e, kid<n - 1>(e)};
+    using value_type = std::remove_cvref_t<decltype(kid<n - 1>(e))>;
+    return extraction<Funcs, NoGradient, E, value_type>{e, kid<n - 1>(e)};
   } else {
     return [&]<class Op, class... K>(node<Op, K...> const& nd) {
       constexpr std::size_t i = first_with_let_value<K...>();
       using inner_funcs = std::conditional_t<
           is_func_scope_op<Op>, typename detail::push_back<Funcs, Op>::type, Funcs>;
-      auto x = extract<inner_funcs>(detail::get<i>(nd.kids));
-      auto kids = replace_at<detail::tuple<K...>, i>(nd.kids, x.replaced, std::index_sequence_for<K...>{});
+      using Kid = detail::tuple_element_t<i, detail::tuple<K...>>;
+      auto x = extract<inner_funcs, NoGradient || gradient_free_kid_v<E, Kid>>(detail::get<i>(nd.kids));
+      auto kids = replace_at<i>(nd.kids, x.replaced);
       auto rebuilt = detail::apply([&](auto const&... k) { return rebuild(nd.op, k...); }, kids);
-      return extraction<typename decltype(x)::funcs, decltype(x.let_node), decltype(rebuilt)>{x.let_node,
-                                                                                              rebuilt};
+      using X = decltype(x);
+      return extraction<typename X::funcs, X::no_gradient, decltype(x.let_node), decltype(rebuilt)>{x.let_node,
+                                                                                                  rebuilt};
     }(e);
   }
 }
@@ -82,6 +125,64 @@ struct wrap_in<detail::type_list<F, Fs...>> {
     return rebuild(F{}, wrap_in<detail::type_list<Fs...>>::apply(s));
   }
 };
+
+// ---- let-blocks whose value takes no gradient ------------------------------------------
+// Hoisted in front of its statement, a let-block's statements are swept by
+// the adjoint like any other, with a zero adjoint when the value goes where no
+// gradient flows (stop_grad(f(x)), if_(dist(p, q) < r, ...)): and zero times
+// an infinite partial (sqrt at 0) is NaN, where the same expression written
+// inline takes no gradient at all. Such a block gets its initial values and
+// assignments wrapped in stop_grad, which leaves every value as it was — when
+// it writes nothing but its own locals: a store, or an assignment to a local
+// of the enclosing code, must keep its gradient.
+template <class L>
+struct assigned_slot;
+template <int S, class T>
+struct assigned_slot<node<op::local<S, T>>> : std::integral_constant<int, S> {};
+template <class V, class... I>
+struct assigned_slot<node<op::component, V, I...>> : assigned_slot<V> {};
+
+template <class N, int... Declared>
+struct writes_outside : std::false_type {};
+template <class Op, class... K, int... D>
+struct writes_outside<node<Op, K...>, D...> : std::disjunction<writes_outside<K, D...>...> {};
+template <class L, class E, int... D>
+struct writes_outside<node<op::store, L, E>, D...> : std::true_type {};
+template <atomic_kind A, class L, class E, int... D>
+struct writes_outside<node<op::atomic<A>, L, E>, D...> : std::true_type {};
+template <int Site, class L, class E, int... D>
+struct writes_outside<node<op::assign<Site>, L, E>, D...>
+    : std::bool_constant<((assigned_slot<L>::value != D) && ...) || writes_outside<E, D...>::value> {};
+template <int... S, class... K, int... D>
+struct writes_outside<node<op::let<S...>, K...>, D...> : std::disjunction<writes_outside<K, D..., S...>...> {};
+template <int... S, class... K, int... D>
+struct writes_outside<node<op::let_value<S...>, K...>, D...> : std::disjunction<writes_outside<K, D..., S...>...> {};
+
+template <class Op>
+inline constexpr std::size_t init_count = 0;
+template <int... S>
+inline constexpr std::size_t init_count<op::let<S...>> = sizeof...(S);
+template <int... S>
+inline constexpr std::size_t init_count<op::let_value<S...>> = sizeof...(S);
+
+template <class N>
+constexpr auto detached(N const& n) {
+  using Op = typename N::op_type;
+  if constexpr (N::arity == 0) {
+    return n;
+  } else if constexpr (is_assign_op<Op>) {
+    return rebuild(n.op, kid<0>(n), rebuild(op::stop_grad{}, detached(kid<1>(n))));
+  } else {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return rebuild(n.op, [&]() {
+        if constexpr (Is < init_count<Op>)
+          return rebuild(op::stop_grad{}, detached(detail::get<Is>(n.kids)));
+        else
+          return detached(detail::get<Is>(n.kids));
+      }()...);
+    }(std::make_index_sequence<N::arity>{});
+  }
+}
 
 // Which kids of a statement are expressions (their let-blocks are hoisted).
 template <class Op, std::size_t Arity>
@@ -120,8 +221,20 @@ struct expression_kids<op::let<S...>, A> {
 template <class S>
 constexpr auto hoist(S const& s);
 
+// let_value(inits, body, v) taken out of statement s, which now reads v:
+//   let(inits, block(body, s))
+template <class Funcs, int... Slots, class... LK, class Rest>
+constexpr auto let_around(node<op::let_value<Slots...>, LK...> const& l, Rest const& rest) {
+  constexpr std::size_t n_init = sizeof...(Slots);
+  auto body = rebuild(op::block{}, wrap_in<Funcs>::apply(detail::get<n_init>(l.kids)), rest);
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return hoist(rebuild(op::let<Slots...>{}, detail::get<Is>(l.kids)..., body));
+  }(std::make_index_sequence<n_init>{});
+}
+
 template <class Op, class... K>
 constexpr auto hoist_node(node<Op, K...> const& s) {
+  using S = node<Op, K...>;
   constexpr std::size_t n_expr = expression_kids<Op, sizeof...(K)>::count;
   constexpr std::size_t i = [] {
     constexpr bool flags[] = {has_let_value_v<K>..., false};
@@ -131,18 +244,14 @@ constexpr auto hoist_node(node<Op, K...> const& s) {
   }();
   if constexpr (i < n_expr) {
     // s[...let_value(inits, body, v)...]  ->  let(inits, block(body, s[...v...]))
-    auto x = extract<detail::type_list<>>(detail::get<i>(s.kids));
-    auto kids = replace_at<detail::tuple<K...>, i>(s.kids, x.replaced, std::index_sequence_for<K...>{});
+    auto x = extract<detail::type_list<>, gradient_free_statement_kid<S, i>()>(detail::get<i>(s.kids));
+    auto kids = replace_at<i>(s.kids, x.replaced);
     auto rest = detail::apply([&](auto const&... k) { return rebuild(s.op, k...); }, kids);
-    auto const& lv = x.let_node;
-    return [&]<int... Slots, class... LK>(node<op::let_value<Slots...>, LK...> const& l) {
-      constexpr std::size_t n_init = sizeof...(Slots);
-      auto body = rebuild(op::block{},
-                          wrap_in<typename decltype(x)::funcs>::apply(detail::get<n_init>(l.kids)), rest);
-      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        return hoist(rebuild(op::let<Slots...>{}, detail::get<Is>(l.kids)..., body));
-      }(std::make_index_sequence<n_init>{});
-    }(lv);
+    using X = decltype(x);
+    if constexpr (X::no_gradient && !writes_outside<decltype(x.let_node)>::value)
+      return let_around<typename X::funcs>(detached(x.let_node), rest);
+    else
+      return let_around<typename X::funcs>(x.let_node, rest);
   } else {
     // No let-block in expression position: recurse into the statement kids.
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
@@ -167,9 +276,11 @@ constexpr auto hoist(S const& s) {
       }(std::make_index_sequence<sizeof...(Slots)>{});
     }(s);
   } else if constexpr (is_while_op<Op>) {
+    // Hoisted in front of the loop, the statements would run once instead of
+    // before every test of the condition.
     static_assert(!has_let_value_v<std::remove_cvref_t<decltype(kid<0>(s))>>,
                   "CTG-EXPR-011 a while_ condition cannot contain statements (a func with loops "
-                  "or a let-block): compute the condition into a local inside the loop");
+                  "or a let-block, or a select of one): compute the condition into a local inside the loop");
     return hoist_node(s);
   } else if constexpr (std::is_same_v<Op, op::result>) {
     static_assert(detail::dependent_false<S>,
@@ -274,7 +385,7 @@ constexpr auto group_offloads(Pieces const& pieces, detail::tuple<Pending...> co
   if constexpr (I == Pieces::size) {
     return flush();
   } else {
-    auto const& piece = detail::get<I>(pieces);
+    auto piece = detail::get<I>(pieces);
     using P = std::remove_cvref_t<decltype(piece)>;
     if constexpr (is_parallel_loop_v<typename unwrap_funcs<P>::type>) {
       auto flushed = flush(parallel_offload<P>{piece});
