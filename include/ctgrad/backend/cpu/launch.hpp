@@ -20,7 +20,10 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
                            eval::launch_status& status, std::uint32_t* stack, long long capacity, bool concurrent,
                            std::int64_t b, std::int64_t e) {
   Args const local_args = args;  // a copy of the field views, for the same reason
-  typename Plan::template frame<true> f;
+  // Zeroed once per chunk: the adjoint restores a local from the site slot of
+  // an assignment only in the branch that saved it, which GCC cannot follow
+  // (-Wmaybe-uninitialized on every kernel with a let inside an if_ arm).
+  typename Plan::template frame<true> f{};
   f.args = &local_args;
   f.status = &status;
   f.concurrent = concurrent;
@@ -35,7 +38,7 @@ template <class Plan, class Body, class Args>
 CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_status& status, std::uint32_t* stack,
                             long long capacity) {
   Args const local_args = args;
-  typename Plan::template frame<false> f;
+  typename Plan::template frame<false> f{};  // zeroed: see run_chunk
   f.args = &local_args;
   f.status = &status;
   Plan::prepare(f, stack, 1, capacity);
