@@ -3,9 +3,10 @@
 # missing. Quiet and does nothing when all are present.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev)
+# valgrind: the memcheck workflow of scripts/test.sh (and bench/profile.sh).
+packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev valgrind)
 # Optional, not installed here: libadolc-dev (the ADOL-C comparison in
-# bench/cpu_adolc.cpp, skipped without it) and valgrind (bench/profile.sh).
+# bench/cpu_adolc.cpp, skipped without it).
 
 if ! command -v dpkg >/dev/null 2>&1; then
   echo "deps.sh: not a Debian system; install by hand: ${packages[*]}" >&2
