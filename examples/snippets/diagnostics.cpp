@@ -87,7 +87,7 @@ int main() {
   // [snippet: expr011]
   // Fails: ctg::while_(my_func_with_a_loop(v) > 0, ...). Compute the condition
   // into a local inside the loop instead:
-  auto halve = ctg::kernel<"halve">([](auto x, auto y) {
+  auto halve = ctg::kernel<"halve", ctg::adstack_capacity<16>>([](auto x, auto y) {
     return ctg::range(x.size(), [=](auto i) {
       return ctg::let(x[i] * 100.0, true, [=](auto v, auto go) {
         return ctg::block(ctg::while_(go, ctg::block(v = v * 0.5, go = v > 1.0)), y[i] = v);

@@ -270,7 +270,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   // The loop indices around event E of offload K, with their ranges.
   template <std::size_t K, class E>
   static constexpr access_space event_space(offloads_t const* offs, Args const* args) {
-    analysis::interval_eval<Args> const ev{args, written_params};
+    ctg::analysis::interval_eval<Args> const ev{args, written_params};
     access_space space{};
     if constexpr (view<K>::parallel) enter_loop(view<K>::loop_ptr(offload_ptr<K>(offs)), ev, space);
     path_loops<typename view<K>::body, typename E::path>::enter(body_ptr<K>(offs), ev, space);
