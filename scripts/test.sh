@@ -4,7 +4,7 @@
 #   sanitize  the unit and lowering tests under AddressSanitizer and UBSan at
 #             -O1, index checks off so that a read out of range reaches ASan
 #             (build/sanitize);
-#   memcheck  the lowering tests at -O1 under valgrind (build/memcheck).
+#   memcheck  the lowering tests at -O1 under valgrind (build/lowering).
 # Prints how long each took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
