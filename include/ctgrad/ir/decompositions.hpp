@@ -169,26 +169,28 @@ CTG_HOST_DEVICE S dot3(S const* a, S const* b) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
 }
 
-// Columns p, q <- (c p - s q, s p + c q).
-template <class S>
-CTG_HOST_DEVICE void rotate_columns(cols3<S>& m, int p, int q, S c, S s) {
+// Columns P, Q <- (c P - s Q, s P + c Q). The column indices are template
+// arguments throughout: with constant indices the 3x3 working arrays stay in
+// registers.
+template <int P, int Q, class S>
+CTG_HOST_DEVICE void rotate_columns(cols3<S>& m, S c, S s) {
   CTG_UNROLL
   for (int i = 0; i < 3; ++i) {
-    S const x = m.c[p][i], y = m.c[q][i];
-    m.c[p][i] = c * x - s * y;
-    m.c[q][i] = s * x + c * y;
+    S const x = m.c[P][i], y = m.c[Q][i];
+    m.c[P][i] = c * x - s * y;
+    m.c[Q][i] = s * x + c * y;
   }
 }
 
-// Exchanges columns p and q and negates the new column q, so that a
+// Exchanges columns P and Q and negates the new column Q, so that a
 // determinant stays what it was.
-template <class S>
-CTG_HOST_DEVICE void exchange_columns(cols3<S>& m, int p, int q) {
+template <int P, int Q, class S>
+CTG_HOST_DEVICE void exchange_columns(cols3<S>& m) {
   CTG_UNROLL
   for (int i = 0; i < 3; ++i) {
-    S const x = m.c[p][i];
-    m.c[p][i] = m.c[q][i];
-    m.c[q][i] = -x;
+    S const x = m.c[P][i];
+    m.c[P][i] = m.c[Q][i];
+    m.c[Q][i] = -x;
   }
 }
 
@@ -208,6 +210,32 @@ CTG_HOST_DEVICE void orthogonal_unit(S const* u, S* out) {
   out[0] /= n, out[1] /= n, out[2] /= n;
 }
 
+// One rotation of the one-sided Jacobi method: makes columns P and Q of B
+// orthogonal, and applies the same rotation to V (B = F V throughout).
+template <int P, int Q, class S>
+CTG_HOST_DEVICE void orthogonalize_columns(cols3<S>& b, cols3<S>& v) {
+  using std::sqrt;
+  S const gamma = dot3(b.c[P], b.c[Q]);
+  if (gamma == S(0)) return;  // already orthogonal (and zeta would be 0/0 for equal norms)
+  S const alpha = dot3(b.c[P], b.c[P]), beta = dot3(b.c[Q], b.c[Q]);
+  S const t = jacobi_tangent((beta - alpha) / (2 * gamma));
+  S const c = S(1) / sqrt(S(1) + t * t), s = c * t;
+  rotate_columns<P, Q>(b, c, s);
+  rotate_columns<P, Q>(v, c, s);
+}
+
+// Puts the larger of keys P and Q first, exchanging the columns of B and V
+// with them.
+template <int P, int Q, class S>
+CTG_HOST_DEVICE void order_columns(S (&key)[3], cols3<S>& b, cols3<S>& v) {
+  if (key[P] < key[Q]) {
+    S const t = key[P];
+    key[P] = key[Q], key[Q] = t;
+    exchange_columns<P, Q>(b);
+    exchange_columns<P, Q>(v);
+  }
+}
+
 // One-sided (Hestenes) Jacobi: rotations V applied to the columns of B = F V
 // until they are orthogonal; then B = U diag(sigma) with U from the sorted
 // columns (the third as u0 x u1, so det U = +1 and sigma_2 takes the sign of
@@ -221,33 +249,16 @@ CTG_NOINLINE CTG_HOST_DEVICE svd_value<S, 3> svd3(mat<S, 3> const& f) {
   for (int k = 0; k < 3; ++k)
     CTG_UNROLL
     for (int i = 0; i < 3; ++i) b.c[k][i] = f(i, k), v.c[k][i] = S(i == k);
-  constexpr int pair_p[3] = {0, 0, 1}, pair_q[3] = {1, 2, 2};
   for (int sweep = 0; sweep < jacobi_sweeps; ++sweep) {
-    CTG_UNROLL
-    for (int k = 0; k < 3; ++k) {
-      int const p = pair_p[k], q = pair_q[k];
-      S const gamma = dot3(b.c[p], b.c[q]);
-      if (gamma == S(0)) continue;  // already orthogonal (and zeta would be 0/0 for equal norms)
-      S const alpha = dot3(b.c[p], b.c[p]), beta = dot3(b.c[q], b.c[q]);
-      S const t = jacobi_tangent((beta - alpha) / (2 * gamma));
-      S const c = S(1) / sqrt(S(1) + t * t), s = c * t;
-      rotate_columns(b, p, q, c, s);
-      rotate_columns(v, p, q, c, s);
-    }
+    orthogonalize_columns<0, 1>(b, v);
+    orthogonalize_columns<0, 2>(b, v);
+    orthogonalize_columns<1, 2>(b, v);
   }
   // Sort by column norm, largest first (three compare-exchanges).
   S n[3] = {dot3(b.c[0], b.c[0]), dot3(b.c[1], b.c[1]), dot3(b.c[2], b.c[2])};
-  constexpr int sort_p[3] = {0, 1, 0}, sort_q[3] = {1, 2, 1};
-  CTG_UNROLL
-  for (int k = 0; k < 3; ++k) {
-    int const p = sort_p[k], q = sort_q[k];
-    if (n[p] < n[q]) {
-      S const t = n[p];
-      n[p] = n[q], n[q] = t;
-      exchange_columns(b, p, q);
-      exchange_columns(v, p, q);
-    }
-  }
+  order_columns<0, 1>(n, b, v);
+  order_columns<1, 2>(n, b, v);
+  order_columns<0, 1>(n, b, v);
   // Where a column is too small to give a direction, any orthonormal
   // completion is a valid U (its singular value is zero to working accuracy).
   S const tiny = std::numeric_limits<S>::min() / std::numeric_limits<S>::epsilon();
@@ -287,6 +298,35 @@ CTG_NOINLINE CTG_HOST_DEVICE svd_value<S, 3> svd3(mat<S, 3> const& f) {
   return out;
 }
 
+// One rotation of the two-sided Jacobi method: A <- J^T A J with J the
+// rotation in the (P, R) plane that zeroes a_PR (O is the third index); Q
+// accumulates J.
+template <int P, int R, int O, class S>
+CTG_HOST_DEVICE void annihilate(S (&a)[3][3], cols3<S>& q) {
+  using std::sqrt;
+  S const apr = a[P][R];
+  if (apr == S(0)) return;
+  S const t = jacobi_tangent((a[R][R] - a[P][P]) / (2 * apr));
+  S const c = S(1) / sqrt(S(1) + t * t), s = c * t;
+  S const aop = a[O][P], aor = a[O][R];
+  a[P][P] -= t * apr;
+  a[R][R] += t * apr;
+  a[P][R] = a[R][P] = S(0);
+  a[O][P] = a[P][O] = c * aop - s * aor;
+  a[O][R] = a[R][O] = s * aop + c * aor;
+  rotate_columns<P, R>(q, c, s);
+}
+
+// Puts the smaller of keys P and R first, exchanging the columns of Q.
+template <int P, int R, class S>
+CTG_HOST_DEVICE void order_ascending(S (&key)[3], cols3<S>& q) {
+  if (key[R] < key[P]) {
+    S const t = key[P];
+    key[P] = key[R], key[R] = t;
+    exchange_columns<P, R>(q);
+  }
+}
+
 // Cyclic two-sided Jacobi on the symmetric part of A: rotations J with
 // A <- J^T A J zero one off-diagonal pair each; Q accumulates them (det +1).
 template <class S>
@@ -298,35 +338,15 @@ CTG_NOINLINE CTG_HOST_DEVICE eig_value<S, 3> sym_eig_3x3(mat<S, 3> const& m) {
   for (int i = 0; i < 3; ++i)
     CTG_UNROLL
     for (int j = 0; j < 3; ++j) a[i][j] = (m(i, j) + m(j, i)) / 2, q.c[i][j] = S(i == j);
-  constexpr int pair_p[3] = {0, 0, 1}, pair_q[3] = {1, 2, 2}, pair_r[3] = {2, 1, 0};
   for (int sweep = 0; sweep < jacobi_sweeps; ++sweep) {
-    CTG_UNROLL
-    for (int k = 0; k < 3; ++k) {
-      int const p = pair_p[k], r = pair_q[k], o = pair_r[k];
-      S const apr = a[p][r];
-      if (apr == S(0)) continue;
-      S const t = jacobi_tangent((a[r][r] - a[p][p]) / (2 * apr));
-      S const c = S(1) / sqrt(S(1) + t * t), s = c * t;
-      S const aop = a[o][p], aor = a[o][r];
-      a[p][p] -= t * apr;
-      a[r][r] += t * apr;
-      a[p][r] = a[r][p] = S(0);
-      a[o][p] = a[p][o] = c * aop - s * aor;
-      a[o][r] = a[r][o] = s * aop + c * aor;
-      rotate_columns(q, p, r, c, s);
-    }
+    annihilate<0, 1, 2>(a, q);
+    annihilate<0, 2, 1>(a, q);
+    annihilate<1, 2, 0>(a, q);
   }
   S d[3] = {a[0][0], a[1][1], a[2][2]};
-  constexpr int sort_p[3] = {0, 1, 0}, sort_q[3] = {1, 2, 1};
-  CTG_UNROLL
-  for (int k = 0; k < 3; ++k) {
-    int const p = sort_p[k], r = sort_q[k];
-    if (d[r] < d[p]) {
-      S const t = d[p];
-      d[p] = d[r], d[r] = t;
-      exchange_columns(q, p, r);
-    }
-  }
+  order_ascending<0, 1>(d, q);
+  order_ascending<1, 2>(d, q);
+  order_ascending<0, 1>(d, q);
   eig_value<S, 3> out;
   CTG_UNROLL
   for (int k = 0; k < 3; ++k) {
