@@ -20,10 +20,6 @@ struct lower_ctx {
 
 template <class IR, int Next>
 struct lowered {
-  // The IR owns every value it holds: a reference member (into a lambda's
-  // frame, into a tree being rebuilt) would make it unassignable.
-  static_assert(!is_node_v<IR> || std::is_copy_assignable_v<IR>,
-                "lowered IR must hold its values, not references to them");
   IR ir;
   static constexpr int next_slot = Next;
 };
