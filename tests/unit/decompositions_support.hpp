@@ -222,7 +222,10 @@ inline constexpr auto svd_losses_body = [](auto F, auto out) {
   using namespace ctg::literals;
   using M = typename decltype(F)::value_type;
   constexpr int N = int(M::RowsAtCompileTime);
-  M const w1 = weight<N>(1), w2 = weight<N>(2), w3 = weight<N>(3), w4 = weight<N>(4), w5 = weight<N>(5);
+  using S = typename M::Scalar;
+  M const w1 = weight<N>(1).template cast<S>(), w2 = weight<N>(2).template cast<S>(),
+          w3 = weight<N>(3).template cast<S>(), w4 = weight<N>(4).template cast<S>(),
+          w5 = weight<N>(5).template cast<S>();
   return ctg::range(F.size(), [=](auto i) {
     return ctg::let(F[i], [=](auto f) {
       auto [U, sigma, V] = ctg::svd(f);
@@ -255,7 +258,7 @@ inline constexpr auto eig_losses_body = [](auto A, auto out) {
   using namespace ctg::literals;
   using M = typename decltype(A)::value_type;
   constexpr int N = int(M::RowsAtCompileTime);
-  M const w6 = weight<N>(6);
+  M const w6 = weight<N>(6).template cast<typename M::Scalar>();
   return ctg::range(A.size(), [=](auto i) {
     auto [values, vectors] = ctg::sym_eig(A[i]);
     return ctg::let(values, [=](auto l) {
