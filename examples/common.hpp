@@ -80,6 +80,15 @@ void print_check(Check const& check) {
               check.checked, check.worst.c_str());
 }
 
+// Prints what the tape of one rollout kept for the adjoints: the launches it
+// recorded and the bytes of field values it saved because a later launch
+// overwrote them (peak: the most alive at once, during backward()).
+template <class Tape>
+void print_tape(Tape const& tape) {
+  std::printf("tape: %zu launches, %.2f MB of field values saved for the adjoints (peak %.2f MB)\n", tape.size(),
+              double(tape.bytes_saved()) / 1e6, double(tape.peak_bytes_saved()) / 1e6);
+}
+
 // The end of every example: names its two pictures and, in --quick mode,
 // turns the verdict into the exit status CTest reads.
 inline int finish(options const& o, std::string const& name, double first_loss, double last_loss, double factor,

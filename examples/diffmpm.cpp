@@ -6,13 +6,14 @@
 // particle-to-grid with quadratic B-spline weights over a 3x3 stencil, fixed
 // corotated elasticity through a 2-D polar decomposition, grid update with
 // gravity and walls, grid-to-particle with the affine matrix C, and the loss
-// 0.5 |mean position - target|^2 at the last step. As there, particle state
-// is indexed by the step: x(t, p), v(t, p), C(t, p), F(t, p). Unlike there,
-// the grid is indexed by the step too, grid_v(t, i, j): DiffTaichi clears and
-// reuses one grid and recomputes it in a hand-written gradient; here the tape
-// replays the adjoints of all steps, each of which must see its own grid.
+// 0.5 |mean position - target|^2 at the last step. Unlike there, the state
+// is what an MPM code keeps: one grid, cleared and filled again every step,
+// and one set of particles updated in place (DiffTaichi indexes the
+// particles by the step, x(t, p), so that its adjoints can read every step's
+// values). The tape keeps the copies the adjoints need: each step's particle
+// state and grid, saved when the next step overwrites them.
 //
-//   example_diffmpm            default size (about 25 s on 2 cores)
+//   example_diffmpm            default size (about 20 s on 2 cores)
 //   example_diffmpm --quick    small and fast; checks loss and gradient
 #include <ctgrad/ctgrad.hpp>
 
@@ -66,34 +67,43 @@ constexpr auto stencil(Body body) {
 }
 // [snippet end]
 
-// One MPM step t -> t + 1, as four offloads: clear the step's grid, scatter
-// particles to it, update it, gather it back. In each particle loop, base is
-// the first node of the particle's stencil and fx its offset from there, in
-// cells.
+// One MPM step, as four offloads: clear the grid, scatter particles to it,
+// update it, gather it back into the particles. In each particle loop, base
+// is the first node of the particle's stencil and fx its offset from there,
+// in cells.
+//
+// The particles are updated in place, not ping-ponged between two copies,
+// as MPM codes do: a particle's new state depends on its own old state and
+// on the grid, never on another particle's, so iteration p reads and
+// overwrites only slot p and no copy is needed for the forward pass (double
+// buffers are for stencils, where iterations read their neighbours). F is
+// overwritten in the scatter, x, v and C in the gather, each after its last
+// read in this launch, so the adjoint needs the values the launch began with
+// (and the grid as the launch left it): one version of each field, which the
+// tape saves when the next step overwrites it. A field read again after this
+// launch overwrote it would need two versions and is refused at compile time.
 // [snippet: substep]
 auto const substep = ctg::kernel<"substep">([](auto x, auto v, auto C, auto F, auto grid_v, auto grid_m,
-                                               auto grid_out, int t, int n, double dt, double p_vol) {
+                                               auto grid_out, int n, double dt, double p_vol) {
   // An n x n grid on the unit box; density 1.
   double const inv_dx = n, p_mass = p_vol;
   double const stress_scale = -dt * p_vol * 4 * inv_dx * inv_dx;
   mat2 const eye = mat2::Identity();
   return ctg::block(
       ctg::ndrange(n, n, [=](auto i, auto j) {
-        return ctg::block(grid_v(t, i, j) = ctg::vec(0.0, 0.0), grid_m(t, i, j) = 0.0);
+        return ctg::block(grid_v(i, j) = ctg::vec(0.0, 0.0), grid_m(i, j) = 0.0);
       }),
       // P2G: deformation update, stress, and the scatter of momentum and mass.
-      ctg::range(x.shape(1_c), [=](auto p) {
-        return ctg::let(ctg::cast<Eigen::Vector2i>(x(t, p) * inv_dx - 0.5), [=](auto base) {
-          return ctg::let(x(t, p) * inv_dx - ctg::cast<vec2>(base), (eye + dt * C(t, p)) * F(t, p),
-                          [=](auto fx, auto new_F) {
-            return ctg::let(bspline(fx[0_c]), bspline(fx[1_c]), stress_scale * kirchhoff(new_F) + p_mass * C(t, p),
+      ctg::range(x.size(), [=](auto p) {
+        return ctg::let(ctg::cast<Eigen::Vector2i>(x[p] * inv_dx - 0.5), [=](auto base) {
+          return ctg::let(x[p] * inv_dx - ctg::cast<vec2>(base), (eye + dt * C[p]) * F[p], [=](auto fx, auto new_F) {
+            return ctg::let(bspline(fx[0_c]), bspline(fx[1_c]), stress_scale * kirchhoff(new_F) + p_mass * C[p],
                             [=](auto wx, auto wy, auto affine) {
-              return ctg::block(F(t + 1, p) = new_F, stencil([=](auto i, auto j) {
+              return ctg::block(F[p] = new_F, stencil([=](auto i, auto j) {
                 auto const dpos = (ctg::vec(ctg::cast<double>(i), ctg::cast<double>(j)) - fx) / inv_dx;
                 auto const weight = wx[i] * wy[j];
-                return ctg::block(
-                    grid_v(t, base[0_c] + i, base[1_c] + j) += weight * (p_mass * v(t, p) + affine * dpos),
-                    grid_m(t, base[0_c] + i, base[1_c] + j) += weight * p_mass);
+                return ctg::block(grid_v(base[0_c] + i, base[1_c] + j) += weight * (p_mass * v[p] + affine * dpos),
+                                  grid_m(base[0_c] + i, base[1_c] + j) += weight * p_mass);
               }));
             });
           });
@@ -101,26 +111,26 @@ auto const substep = ctg::kernel<"substep">([](auto x, auto v, auto C, auto F, a
       }),
       // Grid update: momentum to velocity, gravity, walls that stop inflow.
       ctg::ndrange(n, n, [=](auto i, auto j) {
-        return ctg::let(grid_v(t, i, j) / (grid_m(t, i, j) + 1e-10) + ctg::vec(0.0, -dt * gravity), [=](auto g) {
+        return ctg::let(grid_v(i, j) / (grid_m(i, j) + 1e-10) + ctg::vec(0.0, -dt * gravity), [=](auto g) {
           return ctg::block(ctg::if_((i < bound && g[0_c] < 0) || (i > n - bound && g[0_c] > 0), g[0_c] = 0.0),
                             ctg::if_((j < bound && g[1_c] < 0) || (j > n - bound && g[1_c] > 0), g[1_c] = 0.0),
-                            grid_out(t, i, j) = g);
+                            grid_out(i, j) = g);
         });
       }),
       // G2P: velocity and affine matrix from the grid, then advection.
-      ctg::range(x.shape(1_c), [=](auto p) {
-        return ctg::let(ctg::cast<Eigen::Vector2i>(x(t, p) * inv_dx - 0.5), [=](auto base) {
-          return ctg::let(x(t, p) * inv_dx - ctg::cast<vec2>(base), [=](auto fx) {
+      ctg::range(x.size(), [=](auto p) {
+        return ctg::let(ctg::cast<Eigen::Vector2i>(x[p] * inv_dx - 0.5), [=](auto base) {
+          return ctg::let(x[p] * inv_dx - ctg::cast<vec2>(base), [=](auto fx) {
             return ctg::let(bspline(fx[0_c]), bspline(fx[1_c]), ctg::vec(0.0, 0.0), mat2(mat2::Zero()),
                             [=](auto wx, auto wy, auto new_v, auto new_C) {
               return ctg::block(stencil([=](auto i, auto j) {
                                   auto const dpos = ctg::vec(ctg::cast<double>(i), ctg::cast<double>(j)) - fx;
-                                  auto const g = grid_out(t, base[0_c] + i, base[1_c] + j);
+                                  auto const g = grid_out(base[0_c] + i, base[1_c] + j);
                                   auto const weight = wx[i] * wy[j];
                                   return ctg::block(new_v += weight * g,
                                                     new_C += (4 * inv_dx * weight) * ctg::outer(g, dpos));
                                 }),
-                                v(t + 1, p) = new_v, x(t + 1, p) = x(t, p) + dt * new_v, C(t + 1, p) = new_C);
+                                v[p] = new_v, x[p] = x[p] + dt * new_v, C[p] = new_C);
             });
           });
         });
@@ -129,15 +139,14 @@ auto const substep = ctg::kernel<"substep">([](auto x, auto v, auto C, auto F, a
 // [snippet end]
 
 auto const launch = ctg::kernel<"launch">([](auto v, auto init_v) {
-  return ctg::range(v.shape(1_c), [=](auto p) { return v(0_c, p) = init_v(); });
+  return ctg::range(v.size(), [=](auto p) { return v[p] = init_v(); });
 });
 
-// loss = 0.5 |mean position at step t - target|^2: a parallel sum into com,
-// then one serial statement.
-auto const miss = ctg::kernel<"miss">([](auto x, auto com, auto loss, int t, double target_x, double target_y) {
-  return ctg::block(
-      ctg::range(x.shape(1_c), [=](auto p) { return com() += x(t, p) / ctg::cast<double>(x.shape(1_c)); }),
-      loss() = 0.5 * ctg::norm_sqr(com() - ctg::vec(target_x, target_y)));
+// loss = 0.5 |mean position - target|^2: a parallel sum into com, then one
+// serial statement.
+auto const miss = ctg::kernel<"miss">([](auto x, auto com, auto loss, double target_x, double target_y) {
+  return ctg::block(ctg::range(x.size(), [=](auto p) { return com() += x[p] / ctg::cast<double>(x.size()); }),
+                    loss() = 0.5 * ctg::norm_sqr(com() - ctg::vec(target_x, target_y)));
 });
 
 }  // namespace
@@ -155,26 +164,35 @@ int main(int argc, char** argv) {
   double const p_vol = (size / side) * (size / side);
   std::printf("diffmpm: %d particles, %dx%d grid, %d steps, %d iterations\n", n, grid, grid, steps, iterations);
 
-  ctg::field<vec2, 2, ctg::grad> x({steps + 1, n}, {.name = "x"}), v({steps + 1, n}, {.name = "v"});
-  ctg::field<mat2, 2, ctg::grad> C({steps + 1, n}, {.name = "C"}), F({steps + 1, n}, {.name = "F"});
-  ctg::field<vec2, 3, ctg::grad> grid_v({steps, grid, grid}, {.name = "grid_v"}),
-      grid_out({steps, grid, grid}, {.name = "grid_out"});
-  ctg::field<double, 3, ctg::grad> grid_m({steps, grid, grid}, {.name = "grid_m"});
+  // One grid and one set of particles, reused by every step.
+  ctg::field<vec2, 1, ctg::grad> x({n}, {.name = "x"}), v({n}, {.name = "v"});
+  ctg::field<mat2, 1, ctg::grad> C({n}, {.name = "C"}), F({n}, {.name = "F"});
+  ctg::field<vec2, 2, ctg::grad> grid_v({grid, grid}, {.name = "grid_v"}), grid_out({grid, grid}, {.name = "grid_out"});
+  ctg::field<double, 2, ctg::grad> grid_m({grid, grid}, {.name = "grid_m"});
   ctg::field<vec2, 0, ctg::grad> init_v({.name = "init_v"}), com({.name = "com"});
   ctg::field<double, 0, ctg::grad> loss({.name = "loss"});
-  for (int p = 0; p < n; ++p) {
-    x.at(0, p) = corner + vec2((p % side + 0.5) / side, (p / side + 0.5) / side) * size;
-    F.at(0, p) = mat2::Identity();  // C(0, p) stays zero
-  }
+  std::vector<vec2> square(static_cast<std::size_t>(n));
+  for (int p = 0; p < n; ++p)
+    square[std::size_t(p)] = corner + vec2((p % side + 0.5) / side, (p / side + 0.5) / side) * size;
 
-  auto simulate = [&] {
+  // Every throw starts from the square at rest and undeformed (the state was
+  // overwritten by the last one); before_step(t) sees the particles at step t.
+  auto simulate = [&](auto&& before_step) {
+    x.copy_from(square);
+    C.fill(mat2::Zero());
+    F.fill(mat2::Identity());
     launch(v, init_v);
-    for (int t = 0; t < steps; ++t) substep(x, v, C, F, grid_v, grid_m, grid_out, t, grid, dt, p_vol);
+    for (int t = 0; t < steps; ++t) {
+      before_step(t);
+      substep(x, v, C, F, grid_v, grid_m, grid_out, grid, dt, p_vol);
+    }
+    before_step(steps);
     com.fill(vec2::Zero());
-    miss(x, com, loss, steps, target.x(), target.y());
+    miss(x, com, loss, target.x(), target.y());
   };
+  auto const nothing = [](int) {};
 
-  auto const check = ctg::check_gradient({.step = 1e-6}, simulate, loss, init_v);
+  auto const check = ctg::check_gradient({.step = 1e-6}, [&] { simulate(nothing); }, loss, init_v);
   example::print_check(check);
 
   double const learning_rate = 10;
@@ -182,14 +200,23 @@ int main(int argc, char** argv) {
   for (int it = 0; it < iterations; ++it) {
     example::stopwatch clock;
     ctg::tape tape(loss);
-    simulate();
+    simulate(nothing);
     tape.backward();
+    if (it == 0) example::print_tape(tape);
     vec2 const g = init_v.grad().at();
     init_v.at() -= learning_rate * g;
     history.push_back(loss.at());
     example::progress(it, loss.at(), g.norm(), clock.seconds());
   }
-  simulate();
+  // The last throw again, keeping the particles at 6 moments for the picture.
+  int const frames = 5;
+  std::vector<std::vector<vec2>> film_x;
+  std::vector<std::vector<mat2>> film_F;
+  simulate([&](int t) {
+    if (t * frames % steps != 0) return;
+    film_x.push_back(x.to_vector());
+    film_F.push_back(F.to_vector());
+  });
   history.push_back(loss.at());
   std::printf("initial velocity (%.3f, %.3f); centre lands at (%.3f, %.3f), target (%.3f, %.3f)\n", init_v.at().x(),
               init_v.at().y(), com.at().x(), com.at().y(), target.x(), target.y());
@@ -203,13 +230,11 @@ int main(int argc, char** argv) {
   doc.rect(view.px(0), view.py(1), view.px(1) - view.px(0), view.py(0) - view.py(1), "#f4f4f4", "#999999");
   doc.rect(view.px(wall), view.py(1 - wall), view.px(1 - wall) - view.px(wall), view.py(wall) - view.py(1 - wall),
            "#ffffff", "#bbbbbb");
-  int const frames = 5;
-  for (int f = 0; f <= frames; ++f) {
-    int const t = f * steps / frames;
-    for (int p = 0; p < n; ++p) {
-      double const strain = F.at(t, p).determinant() - 1;
-      doc.circle(view.px(x.at(t, p).x()), view.py(x.at(t, p).y()), 3, svg::diverging(strain * 5, 0.55), "none",
-                 f == frames ? 1.0 : 0.35);
+  for (std::size_t f = 0; f < film_x.size(); ++f) {
+    for (std::size_t p = 0; p < film_x[f].size(); ++p) {
+      double const strain = film_F[f][p].determinant() - 1;
+      doc.circle(view.px(film_x[f][p].x()), view.py(film_x[f][p].y()), 3, svg::diverging(strain * 5, 0.55), "none",
+                 f + 1 == film_x.size() ? 1.0 : 0.35);
     }
   }
   doc.circle(view.px(target.x()), view.py(target.y()), 6, "none", "#27ae60");
