@@ -6,6 +6,8 @@
 #   cpu_workloads.json, cpu_workloads_sim.json   ctgrad vs hand-written, paired timing
 #   launch_overhead.json                         the thread pool's cost per launch, 1 vs 2 threads
 #   thread_scaling.json                          ctgrad and hand-written on 1 and 2 threads, paired
+#   tape_inplace.json                            the tape's saving rate against memcpy, and in-place
+#                                                rollouts against state indexed by the step
 #   cpu_adolc.json                               ctgrad vs ADOL-C (when libadolc-dev is installed)
 #   alloc_count.json                             heap allocations inside launches
 #   compile_time.json/.csv                       compile seconds of generated kernels
@@ -69,7 +71,7 @@ if ! dpkg-query -W -f='${Status}' libadolc-dev 2>/dev/null | grep -q "ok install
 fi
 cmake --preset bench >/dev/null
 cmake --build --preset bench --target bench_cpu_workloads bench_cpu_workloads_sim bench_cpu_adolc \
-  bench_alloc_count bench_profile_counts bench_launch_overhead bench_thread_scaling
+  bench_alloc_count bench_profile_counts bench_launch_overhead bench_thread_scaling bench_tape_inplace
 
 out=bench/results
 bin=build/bench/bench
@@ -79,7 +81,7 @@ if [[ -n $(git status --porcelain -- include bench ':!bench/results') ]]; then g
 args=(--benchmark_out_format=json "--benchmark_context=git_hash=$git_hash")
 if ((quick)); then args+=(--benchmark_min_time=0.1); fi
 
-for b in cpu_workloads cpu_workloads_sim launch_overhead thread_scaling; do
+for b in cpu_workloads cpu_workloads_sim launch_overhead thread_scaling tape_inplace; do
   "$bin/bench_$b" "--benchmark_out=$out/$b.json" "${args[@]}"
 done
 # Exit status 77: built without ADOL-C (it says so).
