@@ -34,7 +34,8 @@ TEST_CASE("closed forms: d sum(sigma) / dF = R at a random F, and d det-energy /
   f.at() = f0;
   auto k = ctg::kernel<"sum_sigma">([](auto f, auto loss) {
     using namespace ctg::literals;
-    return ctg::let(ctg::svd_sigma(f()), [=](auto s) { return loss() = s[0_c] + s[1_c] + s[2_c] + s[0_c] * s[1_c] * s[2_c]; });
+    return ctg::let(ctg::svd_sigma(f()),
+                    [=](auto s) { return loss() = s[0_c] + s[1_c] + s[2_c] + s[0_c] * s[1_c] * s[2_c]; });
   });
   k(f, loss);
   loss.grad().at() = 1.0;

@@ -61,7 +61,8 @@ inline std::vector<point<3>> points3() {
   std::mt19937 g(11);
   using v3 = vec<3>;
   std::vector<point<3>> p;
-  for (int k = 0; k < 3; ++k) p.push_back({"random " + std::to_string(k), random_matrix<3>(g) + mat<3>::Identity(), true, true, true});
+  for (int k = 0; k < 3; ++k)
+    p.push_back({"random " + std::to_string(k), random_matrix<3>(g) + mat<3>::Identity(), true, true, true});
   p.push_back({"identity", mat<3>::Identity(), false, true, true});
   p.push_back({"diag(2, 2, 1)", v3(2, 2, 1).asDiagonal().toDenseMatrix(), false, true, true});
   p.push_back({"rotated diag(2, 2, 1)", with_singular_values<3>(g, v3(2, 2, 1)), false, true, true});
@@ -78,7 +79,8 @@ inline std::vector<point<2>> points2() {
   std::mt19937 g(12);
   using v2 = vec<2>;
   std::vector<point<2>> p;
-  for (int k = 0; k < 2; ++k) p.push_back({"random " + std::to_string(k), random_matrix<2>(g) + mat<2>::Identity(), true, true, true});
+  for (int k = 0; k < 2; ++k)
+    p.push_back({"random " + std::to_string(k), random_matrix<2>(g) + mat<2>::Identity(), true, true, true});
   p.push_back({"identity", mat<2>::Identity(), false, true, true});
   p.push_back({"-identity", -mat<2>::Identity(), false, true, true});
   p.push_back({"rotated 1.5 I", with_singular_values<2>(g, v2(1.5, 1.5)), false, true, true});

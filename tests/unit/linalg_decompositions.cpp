@@ -211,7 +211,8 @@ TEST_CASE("special inputs: the identity, zero, -I, a rotation, a reflection, dia
     V sigma;
     M r;
   };
-  for (auto const& e : {expected{M::Identity(), V(1, 1, 1), M::Identity()}, expected{M::Zero(), V(0, 0, 0), M::Identity()},
+  for (auto const& e : {expected{M::Identity(), V(1, 1, 1), M::Identity()},
+                        expected{M::Zero(), V(0, 0, 0), M::Identity()},
                         expected{-M::Identity(), V(1, 1, -1), M::Identity()},
                         expected{rot, V(1, 1, 1), rot}, expected{2.0 * rot, V(2, 2, 2), rot},
                         expected{reflect, V(1, 1, -1), M::Identity()},
