@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
   for (int p = 0; p < n; ++p)
     square[std::size_t(p)] = corner + vec2((p % side + 0.5) / side, (p / side + 0.5) / side) * size;
 
-  // Every throw starts from the square at rest and undeformed (the state was
-  // overwritten by the last one); before_step(t) sees the particles at step t.
+  // Every throw starts from the undeformed square moving at init_v (the
+  // state was overwritten by the last throw); before_step(t) sees the
+  // particles at step t.
   auto simulate = [&](auto&& before_step) {
     x.copy_from(square);
     C.fill(mat2::Zero());
