@@ -12,4 +12,5 @@
 #include "check_gradient.hpp"
 #include "kernel.hpp"
 #include "tape.hpp"
+#include "checkpoint.hpp"
 #include "lower/builders.hpp"

@@ -96,6 +96,25 @@ memory_space launch_space(std::string_view kernel, A const&... a) {
   return space;
 }
 
+// The field parameters whose values a subtree reads: loads, accumulations
+// (read-modify-write) and stores into one component of an element (the
+// others stay); the element a whole-element store writes is not read, its
+// indices are. A tape running a rollout learns from these which fields the
+// steps carry.
+template <class N>
+inline constexpr unsigned long long loaded_params_v = 0;
+template <class L>
+inline constexpr unsigned long long store_target_loads_v = loaded_params_v<L>;
+template <class Op, class... I>
+  requires ir::is_access_op<Op>
+inline constexpr unsigned long long store_target_loads_v<ir::node<Op, I...>> = (loaded_params_v<I> | ... | 0ull);
+template <class Op, class... K>
+inline constexpr unsigned long long loaded_params_v<ir::node<Op, K...>> =
+    ir::access_param_bit<Op> | (loaded_params_v<K> | ... | 0ull);
+template <class L, class E>
+inline constexpr unsigned long long loaded_params_v<ir::node<ir::op::store, L, E>> =
+    store_target_loads_v<L> | loaded_params_v<E>;
+
 }  // namespace detail
 
 template <class O>
@@ -156,7 +175,8 @@ class kernel_t {
         if (t) {
           check_aliasing(args...);
           unsigned long long const before = tape_pre_params<checks>(args...);
-          uses = launch_uses(checks::findings.needed_params, before, checks::findings.written_params, args...);
+          uses = launch_uses(checks::findings.needed_params, before, checks::findings.written_params,
+                             read_params<A...>(), args...);
           entry = t->begin_launch(Name.view(), uses);
         }
         run_forward(t, entry, uses, args...);
@@ -170,7 +190,7 @@ class kernel_t {
                                "kernel's adjoint is then checked at compile time), or launch it outside the tape");
       }
       if (t) {
-        uses = launch_uses(0, 0, written_params<A...>(), args...);
+        uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
         entry = t->begin_launch(Name.view(), uses);
       }
       run_forward(t, entry, uses, args...);
@@ -354,6 +374,21 @@ class kernel_t {
     else
       return ir::written_params_v<decltype(O::body)>;
   }
+  // The fields a kernel reads (detail::loaded_params_v), from the IR type alone.
+  template <class... A>
+  static constexpr unsigned long long read_params() {
+    using kir_t = typename reverse_checks<A...>::kir_t;
+    return []<class... O>(detail::tuple<O...> const*) {
+      return (offload_reads<O>() | ... | 0ull);
+    }(static_cast<decltype(kir_t::offloads) const*>(nullptr));
+  }
+  template <class O>
+  static constexpr unsigned long long offload_reads() {
+    if constexpr (requires { &O::stmt; })
+      return detail::loaded_params_v<decltype(O::stmt)>;
+    else
+      return detail::loaded_params_v<decltype(O::body)>;
+  }
 
   // The fields the tape must give this launch's adjoint as they were before
   // it (it reads them, then overwrites them); decided at launch when only
@@ -374,17 +409,18 @@ class kernel_t {
   // How this launch uses each field argument, for the tape.
   template <class... A>
   static std::vector<detail::launch_use> launch_uses(unsigned long long needed, unsigned long long before,
-                                                     unsigned long long written, A const&... args) {
+                                                     unsigned long long written, unsigned long long read,
+                                                     A const&... args) {
     std::vector<detail::launch_use> uses;
     int i = 0;
     auto one = [&](auto const& a) {
       using X = std::remove_cvref_t<decltype(a)>;
       if constexpr (is_field_v<X>) {
         unsigned long long const bit = ir::param_bit(i);
-        bool const n = (needed & bit) != 0, w = (written & bit) != 0;
-        if (n || w) {
+        bool const n = (needed & bit) != 0, w = (written & bit) != 0, r = (read & bit) != 0;
+        if (n || w || r) {
           std::string name = a.name();
-          uses.push_back({a.storage(), a.buffer_index(), std::move(name), i, n, n && (before & bit) != 0, w});
+          uses.push_back({a.storage(), a.buffer_index(), std::move(name), i, n, n && (before & bit) != 0, w, r});
         }
       }
       ++i;

@@ -21,7 +21,20 @@
 // backward() (CTG-TAPE-003), never a wrong gradient. With ctg::tape_options
 // {.strict = true} the tape refuses to save and raises CTG-TAPE-002 at the
 // overwriting launch instead.
+//
+// Long rollouts (tape.rollout(steps, step, ctg::checkpoint{...}), see
+// checkpoint.hpp): the tape learns from the launches' read and write sets
+// which fields the steps carry (the state: written by a step, read by a
+// step), keeps at most S copies of it at step boundaries instead of what
+// every step's adjoints need, and backward() recomputes each step from the
+// nearest copy, recording it, before running its adjoints (the binomial
+// schedule). The same versions decide what to copy: a snapshot is one more
+// holder of the versions the state had at its boundary, copied only when a
+// launch is about to overwrite them.
 #pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "errors.hpp"
 #include "field.hpp"
 
@@ -67,6 +81,7 @@ struct launch_use {
   bool needed = false; // the adjoint reads its values
   bool before = false; // ... as they were when the launch began (it overwrites them)
   bool written = false;
+  bool read = false;   // the forward launch reads its values (loads, accumulations)
 };
 
 }  // namespace detail
@@ -105,38 +120,59 @@ class tape {
     unwatch();
   }
 
-  // Replays the recorded adjoints, newest first; allowed once per tape.
+  // Replays the recorded adjoints, newest first; allowed once per tape. A
+  // checkpointed rollout is reversed where it was recorded: each step is
+  // recomputed from a snapshot, recorded, and its adjoints run. On an error
+  // the fields still get their final forward values back.
   void backward() {
     if (done_) throw autodiff_error("ctg::tape::backward() called twice: a tape replays its launches once");
+    if (active_)
+      throw autodiff_error("CTG-TAPE-008 ctg::tape::backward() called from a rollout's step: the rollout has not "
+                           "finished. Fix: call backward() after tape.rollout returns");
     done_ = true;
     stop_recording();
     for (auto& b : buffers_) b.storage->settle(b.which);
     if (!opts_.keep_gradients)
       for (auto& z : zero_grads_) z();
     seed_();
-    std::vector<std::uint64_t> final_version(buffers_.size());
-    for (std::size_t k = 0; k < buffers_.size(); ++k) final_version[k] = version_of(buffers_[k]);
-    for (auto it = launches_.rbegin(); it != launches_.rend(); ++it) {
-      if (!it->adjoint) continue;
-      for (auto const& n : it->needs) provide(*it, n);
-      it->adjoint();
+    // The final forward values are one more holder of their versions: copied
+    // the first time an earlier version is put back.
+    final_.resize(buffers_.size());
+    for (std::size_t k = 0; k < buffers_.size(); ++k) {
+      final_[k] = version_of(buffers_[k]);
+      hold(buffers_[k], final_[k]);
     }
-    // Every field ends with its final forward values.
-    for (std::size_t k = 0; k < buffers_.size(); ++k)
-      if (version_of(buffers_[k]) != final_version[k]) restore(buffers_[k], final_version[k]);
+    try {
+      for (std::size_t i = launches_.size(); i-- > 0;) {
+        launch_entry const& l = launches_[i];
+        if (l.rollout >= 0) {
+          reverse_rollout(*rollouts_[std::size_t(l.rollout)]);
+          continue;
+        }
+        if (!l.adjoint) continue;
+        for (auto const& n : l.needs) provide(l, n);
+        l.adjoint();
+      }
+    } catch (...) {
+      put_back_final();
+      unwatch();
+      throw;
+    }
+    put_back_final();
     unwatch();
   }
 
-  // Launches recorded with an adjoint.
+  // Launches recorded with an adjoint (of a checkpointed rollout, those of
+  // its last step: backward() records the others again one step at a time).
   std::size_t size() const {
     std::size_t n = 0;
     for (auto const& l : launches_) n += l.adjoint ? 1 : 0;
     return n;
   }
-  // Bytes of field values the tape keeps for the adjoints (all copies).
+  // Bytes of field values the tape copied (for the adjoints, the snapshots
+  // of rollouts, and the final values backward() puts back).
   std::size_t bytes_saved() const { return bytes_saved_; }
-  // The most bytes of saved values alive at once (backward() saves the final
-  // values of a field before it restores an earlier version).
+  // The most bytes of copies alive at once.
   std::size_t peak_bytes_saved() const { return peak_bytes_; }
 
   // Names the launches recorded until the returned object goes away (a time
@@ -158,10 +194,15 @@ class tape {
   }
 
   // One line per recorded launch: number, scope, kernel, the fields it reads
-  // for its adjoint and writes, and the bytes saved before it ran.
+  // for its adjoint and writes, and the bytes saved before it ran; a
+  // checkpointed rollout as its summary and schedule.
   std::string listing() const {
     std::string out;
     for (auto const& l : launches_) {
+      if (l.rollout >= 0) {
+        out += rollouts_[std::size_t(l.rollout)]->info.describe();
+        continue;
+      }
       out += "#" + std::to_string(l.number) + " " + (l.scope.empty() ? "" : l.scope + ": ") + "kernel '" + l.kernel +
              "'" + (l.adjoint ? "" : " (no adjoint)");
       std::string reads, writes;
@@ -177,57 +218,120 @@ class tape {
     return out;
   }
 
+  // ---- long rollouts ------------------------------------------------------------------------------
+  // Runs step(0) ... step(steps - 1), each one time step's launches. With a
+  // budget (ctg::checkpoint{.snapshots = S} or {.bytes = B}) the tape keeps
+  // at most S copies of the state the steps carry instead of what each
+  // step's adjoints need, and backward() calls step(t) again to recompute
+  // steps from those copies (the binomial schedule, checkpoint.hpp): the
+  // step function is kept until backward(), and must make the same launches
+  // on the same fields each time it runs step t. Without a budget, or with
+  // S >= steps, every step is recorded as without a rollout.
+  template <class Step>
+  rollout_info const& rollout(int steps, Step&& step, checkpoint budget = {}) {
+    check_rollout(steps, budget);
+    auto run = std::make_unique<rollout_run>();
+    run->id = int(rollouts_.size());
+    run->info.steps = steps;
+    run->step = std::function<void(int)>(std::forward<Step>(step));
+    run->progress = std::move(budget.progress);
+    rollouts_.push_back(std::move(run));
+    rollout_run& r = *rollouts_.back();
+    bool const everything = steps <= 1 || (budget.snapshots && *budget.snapshots >= steps) ||
+                            (!budget.snapshots && !budget.bytes);
+    if (everything)
+      record_every_step(r);
+    else
+      run_checkpointed(r, budget);
+    return r.info;
+  }
+
   // ---- called by kernel launches; not for users ---------------------------------------------------
   // Before a launch runs: saves what it is about to overwrite that an earlier
-  // adjoint (or its own) needs. Returns the entry to complete.
+  // adjoint (or its own, or a rollout's snapshot) needs. Returns the entry to
+  // complete.
   std::size_t begin_launch(std::string_view kernel, std::vector<detail::launch_use> uses) {
-    if (done_) throw autodiff_error("a kernel was launched under a ctg::tape after its backward()");
+    if (done_ && !replaying_) throw autodiff_error("a kernel was launched under a ctg::tape after its backward()");
+    int const number = ++launch_count_;
+    launch_buffers_.resize(uses.size());
+    for (std::size_t k = 0; k < uses.size(); ++k) {
+      uses[k].storage->settle(uses[k].which);
+      launch_buffers_[k] = buffer_for(uses[k]);
+    }
+    if (active_) rollout_sees(kernel, number, uses);
     launch_entry e;
-    e.kernel = std::string(kernel);
-    e.number = int(launches_.size()) + 1;
-    e.scope = scope_name();
-    for (auto& u : uses) {
-      u.storage->settle(u.which);
-      e.uses.push_back(use_record{u.name, u.needed, u.written});
-      std::size_t const b = buffer_for(u);
-      tracked& tb = buffers_[b];
+    if (record_) {
+      e.kernel = std::string(kernel);
+      e.number = number;
+      e.scope = scope_name();
+    }
+    if (record_)
+      for (std::size_t k = 0; k < uses.size(); ++k) {
+        auto const& u = uses[k];
+        std::size_t const b = launch_buffers_[k];
+        e.uses.push_back(use_record{u.name, u.needed, u.written});
+        if (u.needed && u.before) {
+          std::uint64_t const now = version_of(buffers_[b]);
+          e.needs.push_back({b, now, u.param});
+          hold(buffers_[b], now);
+        }
+      }
+    for (std::size_t k = 0; k < uses.size(); ++k) {
+      if (!uses[k].written) continue;
+      tracked& tb = buffers_[launch_buffers_[k]];
       std::uint64_t const now = version_of(tb);
-      if (u.needed && u.before) e.needs.push_back({b, now, u.param});
-      if (!u.written) continue;
-      bool const wanted = (tb.needed == now) || (u.needed && u.before);
-      if (!wanted || tb.saved.count(now)) continue;
+      auto const held = tb.kept.find(now);
+      if (held == tb.kept.end() || held->second.data) continue;
       if (opts_.strict) {
-        int const by = tb.needed == now ? tb.needed_by : e.number;
-        std::string const needer = by == e.number ? "itself" : "launch #" + std::to_string(by) + " (kernel '" +
-                                                                   launches_[std::size_t(by - 1)].kernel + "')";
-        throw autodiff_error("CTG-TAPE-002 launch #" + std::to_string(e.number) + " (kernel '" + e.kernel +
+        int const by = tb.needed == now ? tb.needed_by : number;
+        std::string const needer =
+            by == number ? "itself" : "launch #" + std::to_string(by) + " (kernel '" + kernel_of(by) + "')";
+        throw autodiff_error("CTG-TAPE-002 launch #" + std::to_string(number) + " (kernel '" + std::string(kernel) +
                              "') overwrites field '" + tb.name + "', whose current values the adjoint of " + needer +
                              " needs; the tape is strict and does not save them. Fix: write the new values to "
                              "another field, or record without ctg::tape_options{.strict = true} so that the tape "
                              "keeps a copy");
       }
-      e.bytes_saved += save(tb, now);
+      e.bytes_saved += copy_now(tb, held->second);
     }
-    launches_.push_back(std::move(e));
-    return launches_.size() - 1;
+    if (!record_) return no_entry;
+    rec_->push_back(std::move(e));
+    return rec_->size() - 1;
   }
   // After the launch ran (its written buffers bumped): the versions its
   // adjoint needs, and the adjoint itself (none for a launch that touches no
   // field with a gradient: its writes still matter to the others).
   void end_launch(std::size_t entry, std::vector<detail::launch_use> const& uses, std::function<void()> adjoint) {
-    launch_entry& e = launches_[entry];
-    for (auto const& u : uses) {
-      if (!u.needed || u.before) continue;
-      std::size_t const b = buffer_for(u);
-      e.needs.push_back({b, version_of(buffers_[b]), u.param});
+    if (launch_buffers_.size() != uses.size()) {
+      launch_buffers_.resize(uses.size());
+      for (std::size_t k = 0; k < uses.size(); ++k) launch_buffers_[k] = buffer_for(uses[k]);
     }
-    for (auto const& n : e.needs) {
-      tracked& tb = buffers_[n.buffer];
-      tb.needed = n.version;
-      tb.needed_by = e.number;
-      tb.storage->state[tb.which].watched = n.version;
+    if (entry != no_entry) {
+      launch_entry& e = (*rec_)[entry];
+      for (std::size_t k = 0; k < uses.size(); ++k) {
+        auto const& u = uses[k];
+        if (!u.needed || u.before) continue;
+        std::size_t const b = launch_buffers_[k];
+        std::uint64_t const now = version_of(buffers_[b]);
+        e.needs.push_back({b, now, u.param});
+        hold(buffers_[b], now);
+      }
+      for (auto const& n : e.needs) {
+        tracked& tb = buffers_[n.buffer];
+        tb.needed = n.version;
+        tb.needed_by = e.number;
+        watch(tb, n.version);
+      }
+      e.adjoint = std::move(adjoint);
     }
-    e.adjoint = std::move(adjoint);
+    // A read through at() on a non-const handle between the steps is then
+    // found unchanged, not taken for a write.
+    if (active_)
+      for (std::size_t k = 0; k < uses.size(); ++k) {
+        tracked& tb = buffers_[launch_buffers_[k]];
+        tb.ro_seen = version_of(tb);
+        watch(tb, tb.ro_seen);
+      }
   }
   // A launch argument: when it is a field with a gradient, backward() clears
   // that gradient first.
@@ -243,16 +347,29 @@ class tape {
   }
 
  private:
-  struct saved_copy {
+  static constexpr std::uint64_t none = detail::buffer_state::none;
+  static constexpr std::size_t no_entry = ~std::size_t(0);
+
+  // A version of a buffer that something needs (an adjoint, a snapshot, the
+  // final values), and its copy once the buffer no longer holds it.
+  struct kept_copy {
     std::shared_ptr<void> data;
+    int holders = 0;
   };
   struct tracked {
     std::shared_ptr<detail::field_storage> storage;
     int which = 0;
     std::string name;
-    std::map<std::uint64_t, saved_copy> saved;
-    std::uint64_t needed = detail::buffer_state::none;  // the latest version an adjoint needs
-    int needed_by = -1;                                   // the launch that needs it
+    std::map<std::uint64_t, kept_copy> kept;
+    std::uint64_t needed = none;  // the latest version an adjoint needs
+    int needed_by = -1;           // the launch that needs it
+    std::uint64_t watch = none;   // what this tape asked the storage to watch
+    // What the rollout `ro_run` has seen of it while its forward pass ran.
+    int ro_run = -1;
+    bool ro_read = false, ro_written = false;
+    int ro_first_step = -1, ro_last_write_step = -1;
+    std::uint64_t ro_seen = none;        // its version after the rollout's last launch on it
+    std::uint64_t ro_first_read = none;  // its version when a step first read it
   };
   struct need {
     std::size_t buffer;
@@ -272,6 +389,33 @@ class tape {
     std::vector<need> needs;
     std::function<void()> adjoint;
     std::size_t bytes_saved = 0;
+    int rollout = -1;  // a checkpointed rollout: backward() reverses it here
+  };
+  // The state before one step: (buffer, version) pairs the snapshot holds.
+  struct snapshot {
+    std::vector<std::pair<std::size_t, std::uint64_t>> holds;
+  };
+  // What one launch of a step looked like when it first ran: the kernel and
+  // the buffers it read and wrote, and the versions it read.
+  struct launch_print {
+    std::uint64_t shape = 0, versions = 0;
+  };
+  struct rollout_run {
+    int id = 0;
+    rollout_info info;
+    std::function<void(int)> step;
+    std::function<void(rollout_progress const&)> progress;
+    std::vector<std::size_t> state;                              // written and read by the steps
+    std::vector<std::pair<std::size_t, std::uint64_t>> inputs;  // read only, at the version the steps read
+    std::vector<int> launches_before;                            // per step: the launch count before it
+    std::vector<std::size_t> print_begin;                        // per step: its first launch in prints
+    std::vector<launch_print> prints;
+    std::map<int, snapshot> snapshots;  // live, by the step they precede
+    std::size_t marker = 0;             // its entry in launches_
+    bool sweeping = true;               // its forward pass is running
+    int step_now = -1;
+    std::size_t launch_in_step = 0;  // when run again: launches of step_now so far
+    long long recomputed_in_backward = 0;
   };
 
   static std::uint64_t version_of(tracked const& t) { return t.storage->state[t.which].version; }
@@ -280,42 +424,75 @@ class tape {
     auto const key = std::make_pair(static_cast<void const*>(u.storage.get()), u.which);
     auto const found = index_.find(key);
     if (found != index_.end()) return found->second;
-    buffers_.push_back(tracked{u.storage, u.which, u.name, {}, detail::buffer_state::none, -1});
+    tracked t;
+    t.storage = u.storage;
+    t.which = u.which;
+    t.name = u.name;
+    buffers_.push_back(std::move(t));
     index_.emplace(key, buffers_.size() - 1);
     return buffers_.size() - 1;
   }
+  std::string kernel_of(int number) const {
+    for (auto const& l : launches_)
+      if (l.number == number) return l.kernel;
+    return "?";
+  }
 
-  // A copy of the buffer's current contents, kept as `version`.
-  std::size_t save(tracked& t, std::uint64_t version) {
+  // ---- holders and copies -------------------------------------------------------------------------
+  void hold(tracked& t, std::uint64_t version) { ++t.kept[version].holders; }
+  void drop(tracked& t, std::uint64_t version) {
+    auto const it = t.kept.find(version);
+    if (it == t.kept.end() || --it->second.holders > 0) return;
+    if (it->second.data) live_bytes_ -= t.storage->bytes;
+    t.kept.erase(it);
+  }
+  // A copy of the buffer's current contents, for the holders of its version.
+  std::size_t copy_now(tracked& t, kept_copy& k) {
     auto const& s = *t.storage;
     void* copy = s.allocate();
-    std::shared_ptr<void> owned(copy, [storage = t.storage](void* p) { storage->release(p); });
+    k.data = std::shared_ptr<void>(copy, [storage = t.storage](void* p) { storage->release(p); });
     s.copy_within_space(copy, s.buffer(t.which));
-    t.saved[version] = saved_copy{std::move(owned)};
     bytes_saved_ += s.bytes;
     live_bytes_ += s.bytes;
-    if (live_bytes_ > peak_bytes_) peak_bytes_ = live_bytes_;
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
     return s.bytes;
   }
+  // Before the buffer is overwritten: copies its version if something holds it.
+  void keep_current(tracked& t) {
+    auto const it = t.kept.find(version_of(t));
+    if (it != t.kept.end() && it->second.holders > 0 && !it->second.data) copy_now(t, it->second);
+  }
   void restore(tracked& t, std::uint64_t version) {
+    keep_current(t);
     auto const& s = *t.storage;
-    s.copy_within_space(s.buffer(t.which), t.saved.at(version).data.get());
+    s.copy_within_space(s.buffer(t.which), t.kept.at(version).data.get());
     t.storage->state[t.which].version = version;
+  }
+  bool has_copy(tracked const& t, std::uint64_t version) const {
+    auto const it = t.kept.find(version);
+    return it != t.kept.end() && it->second.data != nullptr;
+  }
+  void watch(tracked& t, std::uint64_t version) {
+    t.storage->state[t.which].watched = version;
+    t.watch = version;
   }
   // Before adjoint `l`: the buffer holds the version it needs.
   void provide(launch_entry const& l, need const& n) {
     tracked& t = buffers_[n.buffer];
-    std::uint64_t const now = version_of(t);
-    if (now == n.version) return;
-    if (!t.saved.count(n.version))
+    if (version_of(t) == n.version) return;
+    if (!has_copy(t, n.version))
       throw autodiff_error("CTG-TAPE-003 kernel '" + l.kernel + "' (launch #" + std::to_string(l.number) +
                            ", parameter #" + std::to_string(n.param) + ") needs field '" + t.name +
                            "' as it was when it ran, but the field changed since by something the tape did not "
                            "record: a host write (at() on a non-const handle, fill, copy_from), a launch under "
                            "another tape, or a launch made after this tape stopped recording. Fix: leave the field "
                            "alone until backward(), or write to another field");
-    if (!t.saved.count(now)) save(t, now);  // the final values, restored at the end
     restore(t, n.version);
+  }
+  // Every field ends with its final forward values.
+  void put_back_final() {
+    for (std::size_t k = 0; k < final_.size() && k < buffers_.size(); ++k)
+      if (version_of(buffers_[k]) != final_[k] && has_copy(buffers_[k], final_[k])) restore(buffers_[k], final_[k]);
   }
 
   std::string scope_name() const {
@@ -326,14 +503,462 @@ class tape {
   void stop_recording() {
     if (detail::active_tape() == this) detail::active_tape() = nullptr;
   }
-  // The storages no longer need copies on touch for this tape.
+  // The storages no longer need copies on touch for this tape; every copy goes.
   void unwatch() {
     for (auto& b : buffers_) {
       auto& st = b.storage->state[b.which];
-      if (st.watched == b.needed) st.watched = detail::buffer_state::none;
+      if (b.watch != none && st.watched == b.watch) st.watched = none;
+      b.kept.clear();
     }
-    for (auto& b : buffers_) b.saved.clear();
     live_bytes_ = 0;
+  }
+
+  // ---- rollouts -------------------------------------------------------------------------------------
+  void check_rollout(int steps, checkpoint const& budget) const {
+    auto misuse = [](std::string const& what) {
+      throw autodiff_error("CTG-TAPE-008 ctg::tape::rollout " + what);
+    };
+    if (done_) misuse("on a tape after its backward(): start a new tape for the next rollout");
+    if (detail::active_tape() != this)
+      misuse("on a tape that is not recording on this thread (a rollout runs its steps where the tape records)");
+    if (active_)
+      misuse("inside another rollout's step: rollouts do not nest. Fix: make the inner loop part of the step, or "
+             "run the rollouts one after the other");
+    if (steps < 0) misuse("with " + std::to_string(steps) + " steps: the step count is 0 or more");
+    if (budget.snapshots && budget.bytes)
+      misuse("with both .snapshots and .bytes: give the budget one way (a number of snapshots or a byte budget)");
+    bool const checkpointed = steps > 1 && (budget.bytes || (budget.snapshots && *budget.snapshots < steps));
+    if (opts_.strict && checkpointed)
+      misuse("with a checkpoint budget on a strict tape: snapshots are copies, which a strict tape never makes. Fix: "
+             "record the rollout without .strict, or without a budget (every step recorded, nothing copied that "
+             "strict mode refuses)");
+    if (budget.snapshots && *budget.snapshots < 1)
+      throw autodiff_error("CTG-TAPE-005 ctg::checkpoint{.snapshots = " + std::to_string(*budget.snapshots) +
+                           "}: a rollout keeps at least one copy of its state, the one before its first step; "
+                           "nothing was run. Fix: .snapshots = 1 or more (about sqrt(steps) snapshots run each "
+                           "step forward three times), or leave the budget out to record every step");
+  }
+
+  // Pushes "step t" on the scopes while recording.
+  struct step_scope {
+    tape* t;
+    bool named;
+    step_scope(tape* tp, int step) : t(tp), named(tp->record_) {
+      if (named) t->scopes_.push_back("step " + std::to_string(step));
+    }
+    ~step_scope() {
+      if (named) t->scopes_.pop_back();
+    }
+    step_scope(step_scope const&) = delete;
+    step_scope& operator=(step_scope const&) = delete;
+  };
+
+  void record_every_step(rollout_run& r) {
+    r.info.snapshots = 0;
+    r.info.schedule = checkpoint_schedule(r.info.steps, std::max(1, r.info.steps));
+    for (int t = 0; t < r.info.steps; ++t) {
+      step_scope named(this, t);
+      r.step(t);
+    }
+  }
+
+  void run_checkpointed(rollout_run& r, checkpoint const& budget) {
+    int const steps = r.info.steps;
+    launch_entry marker;
+    marker.kernel = "rollout";
+    marker.rollout = r.id;
+    r.marker = launches_.size();
+    launches_.push_back(std::move(marker));
+    r.launches_before.assign(std::size_t(steps), 0);
+    r.print_begin.assign(std::size_t(steps) + 1, 0);
+    active_ = &r;
+    record_ = false;
+    int ran = 0;  // steps of the forward pass already run
+    try {
+      sweep_store(r, 0);
+      if (budget.snapshots) {
+        r.info.schedule = checkpoint_schedule(steps, *budget.snapshots);
+      } else {
+        // A byte budget: the first step shows which fields the steps touch.
+        sweep_step(r, 0);
+        ran = 1;
+        std::size_t touched = 0;
+        std::string names;
+        for (auto const& b : buffers_)
+          if (b.ro_run == r.id) {
+            touched += b.storage->bytes;
+            names += (names.empty() ? "" : ", ") + b.name;
+          }
+        if (touched > 0 && *budget.bytes < touched)
+          throw autodiff_error("CTG-TAPE-005 ctg::checkpoint{.bytes = " + std::to_string(*budget.bytes) +
+                               "} holds less than one copy of the rollout's state: its first step reads or writes " +
+                               names + ", " + std::to_string(touched) +
+                               " bytes; nothing was kept, and the fields the step wrote are as before the rollout. "
+                               "Fix: a budget of at least " + std::to_string(touched) +
+                               " bytes, or ctg::checkpoint{.snapshots = 1}");
+        long long const fit = touched == 0 ? steps : (long long)(*budget.bytes / touched);
+        int const s = int(std::min<long long>(fit, steps));
+        if (s >= steps) {
+          // Every step fits: record them all, from the start again.
+          undo_forward_pass(r);
+          r.info.recomputed = 1;
+          record_every_step(r);
+          return;
+        }
+        r.info.schedule = checkpoint_schedule(steps, s);
+      }
+      auto const& actions = r.info.schedule.actions();
+      for (std::size_t k = 1; k < r.info.schedule.forward_part(); ++k) {
+        auto const& a = actions[k];
+        if (a.what == checkpoint_schedule::act::store) {
+          sweep_store(r, a.step);
+        } else if (a.what == checkpoint_schedule::act::advance) {
+          for (int t = std::max(a.step, ran); t < a.to; ++t) sweep_step(r, t);
+        } else if (a.what == checkpoint_schedule::act::record) {
+          record_ = true;
+          rec_ = &launches_;
+          sweep_step(r, a.step);
+          record_ = false;
+        }
+      }
+      finish_forward_pass(r);
+    } catch (...) {
+      undo_forward_pass(r);
+      rollouts_.pop_back();
+      throw;
+    }
+    active_ = nullptr;
+    record_ = true;
+  }
+
+  // One step of the forward pass.
+  void sweep_step(rollout_run& r, int t) {
+    r.step_now = t;
+    r.launches_before[std::size_t(t)] = launch_count_;
+    r.print_begin[std::size_t(t)] = r.prints.size();
+    {
+      step_scope named(this, t);
+      r.step(t);
+    }
+    r.print_begin[std::size_t(t) + 1] = r.prints.size();
+  }
+  // The state before step t, in the forward pass: every field the steps
+  // have read so far (the rest join when first read or first touched).
+  void sweep_store(rollout_run& r, int t) {
+    snapshot s;
+    for (std::size_t b = 0; b < buffers_.size(); ++b) {
+      tracked& tb = buffers_[b];
+      if (tb.ro_run != r.id || !tb.ro_read) continue;
+      std::uint64_t const v = version_of(tb);
+      hold(tb, v);
+      s.holds.push_back({b, v});
+    }
+    r.snapshots[t] = std::move(s);
+  }
+
+  // The rollout's view of a launch: what its steps carry, and whether the
+  // launch matches the one its step made the first time.
+  void rollout_sees(std::string_view kernel, int number, std::vector<detail::launch_use> const& uses) {
+    rollout_run& r = *active_;
+    launch_print p;
+    p.shape = mix(0x9e3779b97f4a7c15ull, std::hash<std::string_view>{}(kernel));
+    for (std::size_t k = 0; k < uses.size(); ++k) {
+      auto const& u = uses[k];
+      std::size_t const b = launch_buffers_[k];
+      tracked& tb = buffers_[b];
+      bool const reads = u.read || u.needed, writes = u.written;
+      std::uint64_t const now = version_of(tb);
+      p.shape = mix(p.shape, (std::uint64_t(b) << 2) | (reads ? 2u : 0u) | (writes ? 1u : 0u));
+      if (reads) p.versions = mix(mix(p.versions, b), now);
+      if (!r.sweeping) continue;
+      if (tb.ro_run != r.id) {
+        // First touched by the rollout: it has held its version since the
+        // rollout began, so every snapshot so far holds it.
+        tb.ro_run = r.id;
+        tb.ro_read = tb.ro_written = false;
+        tb.ro_first_step = r.step_now;
+        tb.ro_last_write_step = -1;
+        tb.ro_seen = none;
+        tb.ro_first_read = none;
+        for (auto& [at, s] : r.snapshots) {
+          hold(tb, now);
+          s.holds.push_back({b, now});
+        }
+      } else {
+        if (tb.ro_seen != none && tb.ro_seen != now && (reads || tb.ro_read))
+          throw autodiff_error(
+              "CTG-TAPE-007 rollout step " + std::to_string(r.step_now) + ", launch #" + std::to_string(number) +
+              " (kernel '" + std::string(kernel) + "'): field '" + tb.name +
+              "', which the steps read, was written by the host since the rollout's last launch on it (at() on a "
+              "non-const handle, fill, copy_from); backward() runs the steps again from snapshots and cannot repeat "
+              "a write it did not see. Nothing was kept: the fields the steps' launches wrote are as before the "
+              "rollout. Fix: make the change with a kernel in the step, or set the field before the rollout (for "
+              "inputs that change from step to step, one field indexed by the step, filled beforehand)");
+        if (reads && !tb.ro_read) {
+          // Read for the first time after writes: the snapshots taken since
+          // it was first touched hold it only if no step wrote it since.
+          for (auto it = r.snapshots.upper_bound(tb.ro_first_step); it != r.snapshots.end(); ++it) {
+            if (tb.ro_last_write_step >= it->first)
+              throw autodiff_error(
+                  "CTG-TAPE-006 rollout step " + std::to_string(r.step_now) + ", launch #" + std::to_string(number) +
+                  " (kernel '" + std::string(kernel) + "') reads field '" + tb.name +
+                  "', which the steps wrote from step " + std::to_string(tb.ro_first_step) +
+                  " on without reading it: the fields a step carries changed, and the snapshot taken before step " +
+                  std::to_string(it->first) +
+                  " does not hold it. Nothing was kept: the fields the steps' launches wrote are as before the "
+                  "rollout. Fix: make every step read and write the fields it carries from its first step on (or "
+                  "start the rollout at the step that first reads it)");
+            hold(tb, now);
+            it->second.holds.push_back({b, now});
+          }
+        }
+      }
+      if (reads && !tb.ro_read) {
+        tb.ro_read = true;
+        tb.ro_first_read = now;
+      }
+      if (writes) {
+        tb.ro_written = true;
+        tb.ro_last_write_step = r.step_now;
+      }
+    }
+    if (r.sweeping) {
+      r.prints.push_back(p);
+      return;
+    }
+    // Run again by backward(): the same launch as the first time.
+    std::size_t const first = r.print_begin[std::size_t(r.step_now)],
+                      count = r.print_begin[std::size_t(r.step_now) + 1] - first;
+    std::size_t const at = r.launch_in_step++;
+    if (at >= count || r.prints[first + at].shape != p.shape)
+      throw autodiff_error(
+          "CTG-TAPE-006 rollout step " + std::to_string(r.step_now) + ", run again by backward() from a snapshot, " +
+          (at >= count ? "makes more launches than when it first ran (launch #" + std::to_string(number) +
+                             ", kernel '" + std::string(kernel) + "')"
+                       : "launched kernel '" + std::string(kernel) + "' on other fields, or another kernel, as its " +
+                             std::to_string(at + 1) + (at == 0 ? "st" : at == 1 ? "nd" : at == 2 ? "rd" : "th") +
+                             " launch (#" + std::to_string(number) + ") than when it first ran") +
+          ": the step function must make the same launches on the same fields each time it runs a step. Typical "
+          "cause: handles swapped inside the step (std::swap(now, next)), which a second run of the step finds "
+          "swapped already. Fix: choose the fields from the step number (levels[t % 3]), or copy values instead "
+          "of swapping handles; the gradient was not computed, and the fields hold their final forward values");
+    if (r.prints[first + at].versions != p.versions) {
+      std::string fields;
+      for (auto const& u : uses)
+        if (u.read || u.needed) fields += (fields.empty() ? "'" : ", '") + u.name + "'";
+      throw autodiff_error("CTG-TAPE-007 rollout step " + std::to_string(r.step_now) +
+                           ", run again by backward() from a snapshot, reads other values than when it first ran "
+                           "(launch #" + std::to_string(number) + ", kernel '" + std::string(kernel) +
+                           "', reading " + fields +
+                           "): the host changed a field the steps read, inside the step function, which the tape "
+                           "does not see. Fix: make the change with a kernel in the step, or set the field before "
+                           "the rollout; the gradient was not computed, and the fields hold their final forward "
+                           "values");
+    }
+  }
+
+  // The end of the forward pass: the state is what the steps wrote and read;
+  // what they only read is held for the whole rollout, what they only wrote
+  // is not carried.
+  void finish_forward_pass(rollout_run& r) {
+    std::vector<char> in_state(buffers_.size(), 0);
+    for (std::size_t b = 0; b < buffers_.size(); ++b) {
+      tracked& tb = buffers_[b];
+      if (tb.ro_run != r.id || !tb.ro_read) continue;
+      if (tb.ro_written) {
+        in_state[b] = 1;
+        r.state.push_back(b);
+        r.info.state.push_back(tb.name);
+        r.info.state_bytes += tb.storage->bytes;
+      } else {
+        r.inputs.push_back({b, tb.ro_first_read});
+        hold(tb, tb.ro_first_read);
+      }
+    }
+    for (auto& [at, s] : r.snapshots) {
+      std::vector<std::pair<std::size_t, std::uint64_t>> kept;
+      for (auto const& h : s.holds) {
+        if (in_state[h.first])
+          kept.push_back(h);
+        else
+          drop(buffers_[h.first], h.second);
+      }
+      s.holds = std::move(kept);
+    }
+    r.info.snapshots = r.info.schedule.snapshots();
+    r.sweeping = false;
+  }
+
+  // A forward pass that failed: the fields the steps' launches touched go
+  // back to their values before the rollout (the snapshot before step 0
+  // holds each at the version of its first touch), and the tape is as
+  // before the rollout was called.
+  void undo_forward_pass(rollout_run& r) {
+    for (std::size_t i = r.marker + 1; i < launches_.size(); ++i)
+      for (auto const& n : launches_[i].needs) drop(buffers_[n.buffer], n.version);
+    launches_.resize(r.marker);
+    for (auto& [at, s] : r.snapshots)
+      if (at != 0)
+        for (auto const& [b, v] : s.holds) drop(buffers_[b], v);
+    auto const first = r.snapshots.find(0);
+    if (first != r.snapshots.end()) {
+      for (auto const& [b, v] : first->second.holds)
+        if (version_of(buffers_[b]) != v && has_copy(buffers_[b], v)) restore(buffers_[b], v);
+      for (auto const& [b, v] : first->second.holds) drop(buffers_[b], v);
+    }
+    r.snapshots.clear();
+    for (auto& b : buffers_)
+      if (b.ro_run == r.id) b.ro_run = -1;
+    active_ = nullptr;
+    record_ = true;
+    rec_ = &launches_;
+    r.prints.clear();
+  }
+
+  // Restores the version of each field the steps only read, should
+  // something after the rollout have changed it.
+  void put_back_inputs(rollout_run& r) {
+    for (auto const& [b, v] : r.inputs) {
+      tracked& tb = buffers_[b];
+      if (version_of(tb) == v) continue;
+      if (!has_copy(tb, v))
+        throw autodiff_error("CTG-TAPE-003 the rollout's steps read field '" + tb.name +
+                             "', and it changed since they ran by something the tape did not record (a host write: "
+                             "at() on a non-const handle, fill, copy_from); backward() runs the steps again and "
+                             "needs it as it was. Fix: leave the field alone until backward(), or write to another "
+                             "field");
+      restore(tb, v);
+    }
+  }
+  void restore_snapshot(rollout_run& r, int t) {
+    for (auto const& [b, v] : r.snapshots.at(t).holds) {
+      tracked& tb = buffers_[b];
+      if (version_of(tb) == v) continue;
+      if (!has_copy(tb, v))
+        throw autodiff_error("CTG-TAPE-003 the rollout's snapshot before step " + std::to_string(t) +
+                             " needs field '" + tb.name +
+                             "' as it was then, but the field changed since by something the tape did not record "
+                             "(a host write: at() on a non-const handle, fill, copy_from; a launch under another "
+                             "tape). Fix: leave the field alone until backward(), or write to another field");
+      restore(tb, v);
+    }
+  }
+  // One step run again by backward().
+  void replay_step(rollout_run& r, int t) {
+    r.step_now = t;
+    r.launch_in_step = 0;
+    launch_count_ = r.launches_before[std::size_t(t)];
+    {
+      step_scope named(this, t);
+      r.step(t);
+    }
+    std::size_t const count = r.print_begin[std::size_t(t) + 1] - r.print_begin[std::size_t(t)];
+    if (r.launch_in_step != count)
+      throw autodiff_error("CTG-TAPE-006 rollout step " + std::to_string(t) +
+                           ", run again by backward() from a snapshot, made " + std::to_string(r.launch_in_step) +
+                           " launches, " + std::to_string(count) +
+                           " when it first ran: the step function must make the same launches on the same fields "
+                           "each time it runs a step. Fix: decide what a step launches from the step number and the "
+                           "fields it reads, nothing else; the gradient was not computed, and the fields hold their "
+                           "final forward values");
+  }
+
+  // backward() at the rollout's place: the actions of the schedule after the
+  // forward pass (whose recorded last step has had its adjoints by now).
+  void reverse_rollout(rollout_run& r) {
+    struct replaying {
+      tape* t;
+      explicit replaying(tape* tp, rollout_run* run) : t(tp) {
+        t->replaying_ = true;
+        t->active_ = run;
+        detail::active_tape() = t;
+      }
+      ~replaying() {
+        t->replaying_ = false;
+        t->active_ = nullptr;
+        t->record_ = true;
+        t->rec_ = &t->launches_;
+        for (auto& e : t->step_entries_)
+          for (auto const& n : e.needs) t->drop(t->buffers_[n.buffer], n.version);
+        t->step_entries_.clear();
+        if (detail::active_tape() == t) detail::active_tape() = nullptr;
+      }
+      replaying(replaying const&) = delete;
+      replaying& operator=(replaying const&) = delete;
+    } guard(this, &r);
+    auto const started = std::chrono::steady_clock::now();
+    int reversed = 1;
+    auto report = [&] {
+      if (!r.progress) return;
+      rollout_progress p;
+      p.steps = r.info.steps;
+      p.reversed = reversed;
+      p.recomputed = r.recomputed_in_backward;
+      p.planned = r.info.schedule.recomputed_in_backward();
+      p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      r.progress(p);
+    };
+    report();
+    auto const& actions = r.info.schedule.actions();
+    for (std::size_t k = r.info.schedule.forward_part(); k < actions.size(); ++k) {
+      auto const& a = actions[k];
+      switch (a.what) {
+        case checkpoint_schedule::act::store: {
+          snapshot s;
+          for (std::size_t b : r.state) {
+            std::uint64_t const v = version_of(buffers_[b]);
+            hold(buffers_[b], v);
+            s.holds.push_back({b, v});
+          }
+          r.snapshots[a.step] = std::move(s);
+          break;
+        }
+        case checkpoint_schedule::act::restore: restore_snapshot(r, a.step); break;
+        case checkpoint_schedule::act::release: {
+          for (auto const& [b, v] : r.snapshots.at(a.step).holds) drop(buffers_[b], v);
+          r.snapshots.erase(a.step);
+          break;
+        }
+        case checkpoint_schedule::act::advance:
+          put_back_inputs(r);
+          record_ = false;
+          for (int t = a.step; t < a.to; ++t) {
+            replay_step(r, t);
+            ++r.recomputed_in_backward;
+            ++r.info.recomputed;
+          }
+          break;
+        case checkpoint_schedule::act::record: {
+          put_back_inputs(r);
+          record_ = true;
+          rec_ = &step_entries_;
+          replay_step(r, a.step);
+          record_ = false;
+          rec_ = &launches_;
+          for (std::size_t i = step_entries_.size(); i-- > 0;) {
+            launch_entry const& l = step_entries_[i];
+            if (!l.adjoint) continue;
+            for (auto const& n : l.needs) provide(l, n);
+            l.adjoint();
+          }
+          for (auto& e : step_entries_)
+            for (auto const& n : e.needs) drop(buffers_[n.buffer], n.version);
+          step_entries_.clear();
+          ++reversed;
+          report();
+          break;
+        }
+      }
+    }
+    for (auto const& [b, v] : r.inputs) drop(buffers_[b], v);
+    r.inputs.clear();
+  }
+
+  static std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 29);
   }
 
   tape_options opts_{};
@@ -346,6 +971,30 @@ class tape {
   std::function<void()> seed_;
   std::size_t bytes_saved_ = 0, live_bytes_ = 0, peak_bytes_ = 0;
   bool done_ = false;
+  int launch_count_ = 0;
+  std::vector<std::size_t> launch_buffers_;  // the buffers of the launch between begin_ and end_launch
+  // Rollouts: the one whose steps run now, whether launches are recorded
+  // (not while a checkpointed rollout advances), and where to.
+  std::vector<std::unique_ptr<rollout_run>> rollouts_;
+  rollout_run* active_ = nullptr;
+  bool record_ = true, replaying_ = false;
+  std::vector<launch_entry>* rec_ = &launches_;
+  std::vector<launch_entry> step_entries_;  // the step backward() reverses now
+  std::vector<std::uint64_t> final_;        // each buffer's version when backward() began
 };
+
+// tape.rollout(steps, step, budget) on the tape recording on this thread;
+// without one, the steps simply run (a forward pass, the finite differences
+// of ctg::check_gradient). Returns the tape's account of the rollout, or
+// nullptr without a tape.
+template <class Step>
+rollout_info const* rollout(int steps, Step&& step, checkpoint budget = {}) {
+  if (tape* t = detail::active_tape()) return &t->rollout(steps, std::forward<Step>(step), std::move(budget));
+  if (steps < 0)
+    throw autodiff_error("CTG-TAPE-008 ctg::rollout with " + std::to_string(steps) +
+                         " steps: the step count is 0 or more");
+  for (int s = 0; s < steps; ++s) step(s);
+  return nullptr;
+}
 
 }  // namespace ctg
