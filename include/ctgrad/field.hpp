@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <span>
 #include <sstream>
 #include <string>
@@ -32,17 +33,32 @@
 #  include "backend/cuda/memory.hpp"
 #endif
 
+// Checks that cost a look-up per launch on views of user memory (a view
+// outliving its memory): on unless NDEBUG, like CTG_BOUNDS_CHECK.
+#if !defined(CTG_VIEW_CHECKS)
+#  if defined(NDEBUG)
+#    define CTG_VIEW_CHECKS 0
+#  else
+#    define CTG_VIEW_CHECKS 1
+#  endif
+#endif
+
 namespace ctg {
 
 // Which buffers a field carries besides its values.
-enum class flags : unsigned { none = 0, grad = 1, dual = 2 };
+enum class flags : unsigned { none = 0, grad = 1, dual = 2, strided = 4 };
 constexpr flags operator|(flags a, flags b) { return flags(unsigned(a) | unsigned(b)); }
+constexpr flags operator&(flags a, flags b) { return flags(unsigned(a) & unsigned(b)); }
 constexpr bool has_flag(flags set, flags bit) { return (unsigned(set) & unsigned(bit)) != 0; }
 
 // ctg::field<float, 1, ctg::grad>: allocate a gradient buffer of the same shape.
 inline constexpr flags grad = flags::grad;
 // ctg::field<float, 1, ctg::dual>: allocate a tangent buffer for forward-mode AD.
 inline constexpr flags dual = flags::dual;
+// ctg::field<float, 1, ctg::strided>: elements at arbitrary byte strides (one
+// member of an array of structs, a column-major matrix); see view.hpp. Kept
+// out of plain fields so that their addressing stays a row-major offset.
+inline constexpr flags strided = flags::strided;
 
 enum class memory_space { host, device };
 inline constexpr memory_space host = memory_space::host;
@@ -75,6 +91,88 @@ struct field_view {
     int axis = 0;
     ((off = off * extent[axis++] + std::int64_t(idx)), ...);
     return off;
+  }
+  template <class... I>
+  CTG_HOST_DEVICE constexpr bool in_bounds(I... idx) const {
+    int axis = 0;
+    bool ok = true;
+    ((ok = ok && idx >= 0 && idx < extent[axis++]), ...);
+    return ok;
+  }
+  CTG_HOST_DEVICE constexpr std::int64_t size() const {
+    std::int64_t n = 1;
+    for (int a = 0; a < Rank; ++a) n *= extent[a];
+    return n;
+  }
+};
+
+// A position in a strided buffer, in bytes. `pointer + byte_offset` moves by
+// bytes, so that the evaluators' `base + view.offset(i...)` addresses strided
+// and row-major views alike; there is no conversion to an integer, so a byte
+// offset is never mistaken for an element count.
+struct byte_offset {
+  std::int64_t bytes;
+};
+template <class T>
+CTG_HOST_DEVICE T* operator+(T* p, byte_offset o) {
+  using byte = std::conditional_t<std::is_const_v<T>, unsigned char const, unsigned char>;
+  return reinterpret_cast<T*>(reinterpret_cast<byte*>(p) + o.bytes);
+}
+
+// One buffer of a strided view: its address, and the layout again, so that
+// launch-time analyses that index a field by a row-major element number
+// (integer fields read as loop bounds) find the right element.
+template <class T, int Rank>
+struct strided_pointer {
+  T* address;
+  std::int64_t stride[Rank > 0 ? Rank : 1];  // bytes
+  int extent[Rank > 0 ? Rank : 1];
+
+  CTG_HOST_DEVICE constexpr operator T*() const { return address; }
+  CTG_HOST_DEVICE T& operator[](byte_offset o) const { return *(address + o); }
+  CTG_HOST_DEVICE T& operator[](std::int64_t row_major) const {
+    std::int64_t bytes = 0;
+    for (int a = Rank - 1; a >= 0; --a) {
+      bytes += (row_major % extent[a]) * stride[a];
+      row_major /= extent[a];
+    }
+    return *(address + byte_offset{bytes});
+  }
+  // A contiguous row-major copy put in its place (host mirrors of device
+  // fields).
+  CTG_HOST_DEVICE strided_pointer& operator=(T* contiguous) {
+    address = contiguous;
+    std::int64_t s = std::int64_t(sizeof(T));
+    for (int a = Rank - 1; a >= 0; --a) {
+      stride[a] = s;
+      s *= extent[a];
+    }
+    return *this;
+  }
+};
+
+// What a kernel sees of a ctg::strided field: like field_view, with byte
+// strides per axis; offset() is a byte_offset.
+template <class T, int Rank, bool HasGrad, bool HasDual>
+struct strided_field_view {
+  using value_type = T;
+  static constexpr int rank = Rank;
+  static constexpr bool has_grad = HasGrad;
+  static constexpr bool has_dual = HasDual;
+
+  strided_pointer<T, Rank> data;
+  strided_pointer<T, Rank> grad;
+  strided_pointer<T, Rank> dual;
+  int extent[Rank > 0 ? Rank : 1];
+  std::int64_t stride[Rank > 0 ? Rank : 1];  // bytes, the same for the three buffers
+
+  template <class... I>
+  CTG_HOST_DEVICE constexpr byte_offset offset(I... idx) const {
+    static_assert(sizeof...(I) == Rank);
+    std::int64_t off = 0;
+    int axis = 0;
+    ((off += std::int64_t(idx) * stride[axis++]), ...);
+    return {off};
   }
   template <class... I>
   CTG_HOST_DEVICE constexpr bool in_bounds(I... idx) const {
@@ -125,8 +223,171 @@ struct buffer_state {
   std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
 };
 
+// Where the elements of a buffer lie: extents and byte strides. Row-major
+// packed buffers (every owning field) have the strides packed_strides gives.
+struct element_layout {
+  int rank = 0;
+  std::size_t element_bytes = 0;
+  std::int64_t extent[4] = {};
+  std::int64_t stride[4] = {};  // bytes
+
+  std::int64_t count() const {
+    std::int64_t n = 1;
+    for (int a = 0; a < rank; ++a) n *= extent[a];
+    return n;
+  }
+  // Bytes from the first element to one past the last (strides are never
+  // negative); 0 for an empty layout.
+  std::int64_t span() const {
+    if (count() == 0) return 0;
+    std::int64_t last = 0;
+    for (int a = 0; a < rank; ++a) last += (extent[a] - 1) * stride[a];
+    return last + std::int64_t(element_bytes);
+  }
+  bool packed() const {
+    std::int64_t s = std::int64_t(element_bytes);
+    for (int a = rank - 1; a >= 0; --a) {
+      if (extent[a] != 1 && stride[a] != s) return false;
+      s *= extent[a];
+    }
+    return true;
+  }
+  void pack() {
+    std::int64_t s = std::int64_t(element_bytes);
+    for (int a = rank - 1; a >= 0; --a) {
+      stride[a] = s;
+      s *= extent[a];
+    }
+  }
+};
+
+// Blocks of contiguous bytes a layout is made of: the element grown by the
+// axes that continue it without a gap, and the strides of the other axes.
+struct block_form {
+  std::int64_t block = 0;
+  int axes = 0;
+  std::int64_t stride[4] = {};
+  std::int64_t extent[4] = {};
+};
+inline block_form blocks_of(element_layout const& l) {
+  int order[4] = {0, 1, 2, 3};
+  std::sort(order, order + l.rank, [&](int a, int b) { return l.stride[a] < l.stride[b]; });
+  block_form f;
+  f.block = std::int64_t(l.element_bytes);
+  for (int k = 0; k < l.rank; ++k) {
+    int const a = order[k];
+    if (l.extent[a] == 1) continue;
+    if (f.axes == 0 && l.stride[a] == f.block) {
+      f.block *= l.extent[a];
+    } else {
+      f.stride[f.axes] = l.stride[a];
+      f.extent[f.axes] = l.extent[a];
+      ++f.axes;
+    }
+  }
+  return f;
+}
+// The byte ranges of every block, sorted.
+inline std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_ranges(std::uintptr_t base, block_form const& f) {
+  std::int64_t n = 1;
+  for (int a = 0; a < f.axes; ++a) n *= f.extent[a];
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> out;
+  out.reserve(std::size_t(n));
+  std::int64_t idx[4] = {};
+  for (std::int64_t k = 0; k < n; ++k) {
+    std::int64_t off = 0;
+    for (int a = 0; a < f.axes; ++a) off += idx[a] * f.stride[a];
+    out.emplace_back(base + std::uintptr_t(off), base + std::uintptr_t(off + f.block));
+    for (int a = 0; a < f.axes; ++a) {
+      if (++idx[a] < f.extent[a]) break;
+      idx[a] = 0;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Whether two buffers share a byte. Exact for the layouts views have in
+// practice (members of one array of structs, sub-blocks of a matrix): the
+// bytes of each lie at fixed residues modulo the gcd of all strides; other
+// cases list the blocks, or, beyond a few million of them, count as
+// overlapping.
+inline bool layouts_overlap(void const* a, element_layout const& la, void const* b, element_layout const& lb) {
+  if (a == b && la.count() > 0 && lb.count() > 0) return true;
+  std::int64_t const span_a = la.span(), span_b = lb.span();
+  if (span_a == 0 || span_b == 0) return false;
+  auto const pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  if (pa + std::uintptr_t(span_a) <= pb || pb + std::uintptr_t(span_b) <= pa) return false;
+  block_form const fa = blocks_of(la), fb = blocks_of(lb);
+  std::int64_t g = 0;
+  for (int k = 0; k < fa.axes; ++k) g = std::gcd(g, fa.stride[k]);
+  for (int k = 0; k < fb.axes; ++k) g = std::gcd(g, fb.stride[k]);
+  if (g == 0) return true;  // two single blocks whose ranges meet
+  if (fa.block <= g && fb.block <= g) {
+    std::uintptr_t const low = std::min(pa, pb);
+    std::int64_t const ra = std::int64_t((pa - low) % std::uintptr_t(g)), rb = std::int64_t((pb - low) % std::uintptr_t(g));
+    bool const meet = ((rb - ra) % g + g) % g < fa.block || ((ra - rb) % g + g) % g < fb.block;
+    if (!meet) return false;
+  }
+  std::int64_t const blocks = la.count() + lb.count();
+  if (blocks > (std::int64_t(1) << 22)) return true;
+  auto const ra = block_ranges(pa, fa), rb = block_ranges(pb, fb);
+  std::size_t i = 0, j = 0;
+  while (i < ra.size() && j < rb.size()) {
+    if (ra[i].second <= rb[j].first)
+      ++i;
+    else if (rb[j].second <= ra[i].first)
+      ++j;
+    else
+      return true;
+  }
+  return false;
+}
+
+// Copies every element of `from` (laid out as `src`) to `to` (laid out as
+// `dst`, same extents). On the host one memcpy per element; when either side
+// is device memory, one cudaMemcpy2D per row of the innermost axis.
+inline void copy_elements(void* to, element_layout const& dst, void const* from, element_layout const& src,
+                          bool device, std::string const& what) {
+  std::int64_t const n = src.count();
+  if (n == 0) return;
+  int const inner = src.rank - 1;
+  std::int64_t const rows = inner >= 0 ? src.extent[inner] : 1;
+  std::int64_t idx[4] = {};
+  for (std::int64_t done = 0; done < n; done += rows) {
+    std::int64_t d = 0, s = 0;
+    for (int a = 0; a < inner; ++a) d += idx[a] * dst.stride[a], s += idx[a] * src.stride[a];
+    auto* out = static_cast<unsigned char*>(to) + d;
+    auto const* in = static_cast<unsigned char const*>(from) + s;
+    std::size_t const e = src.element_bytes;
+    std::int64_t const ds = inner >= 0 ? dst.stride[inner] : 0, ss = inner >= 0 ? src.stride[inner] : 0;
+    if (!device) {
+      for (std::int64_t r = 0; r < rows; ++r) std::memcpy(out + r * ds, in + r * ss, e);
+    } else {
+#if defined(CTG_HAS_CUDA)
+      auto const pitch = [&](std::int64_t stride) { return std::size_t(std::max<std::int64_t>(stride, std::int64_t(e))); };
+      cuda::check(cudaMemcpy2D(out, pitch(ds), in, pitch(ss), e, std::size_t(rows), cudaMemcpyDefault),
+                  "strided copy for " + what);
+#else
+      (void)what;
+      throw launch_error(what + " is in device memory, but this program was built without CUDA");
+#endif
+    }
+    for (int a = inner - 1; a >= 0; --a) {
+      if (++idx[a] < src.extent[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
 // One allocation holding the values and, when the type asks, the gradient and
 // tangent buffers. Zero-initialised, 64-byte aligned on the host.
+//
+// A view of user memory (view.hpp) is a storage too, one per viewed layout,
+// shared by every handle on that memory so that they share its versions: its
+// buffers are the user's (owned[k] false) or allocated here with the same
+// strides; `layout` says where the elements are, and copies of a buffer (the
+// tape's, at() snapshots) hold its elements packed, `bytes` of them.
 struct field_storage {
   memory_space space = memory_space::host;
   std::size_t bytes = 0;
@@ -135,13 +396,22 @@ struct field_storage {
   void* dual = nullptr;
   std::string name;
   buffer_state state[3];  // primal, grad, dual
+  bool owned[3] = {true, true, true};
+  bool strided = false;  // the elements are not packed row-major: copies gather and scatter
+  element_layout layout;
+  void const* element_type = nullptr;       // views: the element type's tag (see view.hpp)
+  std::shared_ptr<void> keep_alive;         // views: what owns the memory, when ctgrad may hold it (DLPack)
+  std::weak_ptr<void const> memory_owner;   // views: what owns the memory, watched (CTG_VIEW_CHECKS)
+  bool watch_owner = false;
 
   static constexpr std::size_t alignment = 64;
 
   void* buffer(int which) const { return which == 0 ? primal : which == 1 ? grad : dual; }
 
-  void* allocate() const {
-    std::size_t const n = bytes ? bytes : 1;
+  void* allocate() const { return allocate_bytes(bytes); }
+  // Zeroed memory in this storage's space (what release() frees).
+  void* allocate_bytes(std::size_t requested) const {
+    std::size_t const n = requested ? requested : 1;
     if (space == memory_space::host) {
       void* p = ::operator new(n, std::align_val_t{alignment});
       std::memset(p, 0, n);
@@ -165,9 +435,21 @@ struct field_storage {
     cuda::device_free(p);
 #endif
   }
-  // Copies `bytes` between two buffers of this storage's memory space.
+  // Copies `bytes` between two buffers of this storage's memory space. With a
+  // strided layout one side is a buffer of this storage and the other a
+  // packed copy: the copy gathers from it or scatters into it.
   void copy_within_space(void* dst, void const* src) const {
     if (bytes == 0) return;
+    if (strided) {
+      element_layout packed_layout = layout;
+      packed_layout.pack();
+      bool const into_buffer = dst == primal || dst == grad || dst == dual;
+      if (into_buffer)
+        copy_elements(dst, layout, src, packed_layout, space == memory_space::device, "field '" + name + "'");
+      else
+        copy_elements(dst, packed_layout, src, layout, space == memory_space::device, "field '" + name + "'");
+      return;
+    }
     if (space == memory_space::host) {
       std::memcpy(dst, src, bytes);
       return;
@@ -189,16 +471,34 @@ struct field_storage {
     buffer_state& b = state[which];
     if (b.touched) return;
     b.touched = true;
-    if (b.watched == b.version && space == memory_space::host) {
-      auto const* p = static_cast<unsigned char const*>(buffer(which));
-      b.snapshot.assign(p, p + bytes);
+    if (b.watched == b.version && space == memory_space::host) gather(which, b.snapshot);
+  }
+  // The host buffer's elements, packed.
+  void gather(int which, std::vector<unsigned char>& out) const {
+    auto const* p = static_cast<unsigned char const*>(buffer(which));
+    if (!strided) {
+      out.assign(p, p + bytes);
+      return;
     }
+    out.resize(bytes);
+    element_layout packed_layout = layout;
+    packed_layout.pack();
+    copy_elements(out.data(), packed_layout, p, layout, false, name);
   }
   // Turns a touch into a write, unless a snapshot shows nothing changed.
   void settle(int which) {
     buffer_state& b = state[which];
     if (!b.touched) return;
-    bool const unchanged = b.snapshot.size() == bytes && (bytes == 0 || std::memcmp(b.snapshot.data(), buffer(which), bytes) == 0);
+    bool unchanged = b.snapshot.size() == bytes;
+    if (unchanged && bytes != 0) {
+      if (strided) {
+        std::vector<unsigned char> now;
+        gather(which, now);
+        unchanged = std::memcmp(b.snapshot.data(), now.data(), bytes) == 0;
+      } else {
+        unchanged = std::memcmp(b.snapshot.data(), buffer(which), bytes) == 0;
+      }
+    }
     b.touched = false;
     b.snapshot.clear();
     if (!unchanged || bytes == 0) {
@@ -206,11 +506,46 @@ struct field_storage {
     }
   }
 
-  ~field_storage() {
-    release(primal);
-    release(grad);
-    release(dual);
+  // Views: throws CTG-FIELD-009 when the memory is known to be gone.
+  void check_alive(std::string const& field_name) const {
+    if (watch_owner && memory_owner.expired())
+      throw launch_error("CTG-FIELD-009 field '" + field_name +
+                         "' views memory whose owner is gone (the object given as .owner expired): the view "
+                         "outlived its memory. Fix: keep the memory alive while any handle on the view is, or "
+                         "view it again");
+#if defined(CTG_HAS_CUDA)
+    if (space == memory_space::device && primal) {
+      cudaPointerAttributes attributes{};
+      cudaError_t const status = cudaPointerGetAttributes(&attributes, primal);
+      if (status != cudaSuccess) (void)cudaGetLastError();
+      if (status != cudaSuccess ||
+          (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged))
+        throw launch_error("CTG-FIELD-009 field '" + field_name +
+                           "' views device memory that is no longer allocated (cudaFree'd?): the view outlived its "
+                           "memory. Fix: free the memory only after the last handle on the view is gone");
+    }
+#endif
   }
+
+  ~field_storage() {
+    if (owned[0]) release(primal);
+    if (owned[1]) release(grad);
+    if (owned[2]) release(dual);
+  }
+};
+
+// A field handle on memory ctgrad does not own (view.hpp builds these).
+struct adopt_memory_t {};
+template <class T, int Rank>
+struct adopted_memory {
+  std::shared_ptr<field_storage> storage;
+  T* data = nullptr;
+  T* grad = nullptr;
+  T* dual = nullptr;
+  std::array<int, Rank> shape{};
+  std::array<std::int64_t, Rank> stride{};  // bytes
+  std::string name;
+  memory_space space = memory_space::host;
 };
 
 }  // namespace detail
@@ -237,7 +572,11 @@ class field {
   static constexpr flags field_flags = Flags;
   static constexpr bool has_grad = has_flag(Flags, flags::grad);
   static constexpr bool has_dual = has_flag(Flags, flags::dual);
-  using view_type = field_view<T, Rank, has_grad, has_dual>;
+  static constexpr bool is_strided = has_flag(Flags, flags::strided);
+  using view_type = std::conditional_t<is_strided, strided_field_view<T, Rank, has_grad, has_dual>,
+                                       field_view<T, Rank, has_grad, has_dual>>;
+  // What grad() and dual() return: a field of the same layout.
+  using companion_type = field<T, Rank, Flags & flags::strided>;
 
   // A rank-0 field always holds one value; a default-constructed field of
   // higher rank is an empty handle to be assigned later.
@@ -271,6 +610,26 @@ class field {
     name_ = s->name;
     space_ = opts.space;
     owner_ = std::move(s);
+    if constexpr (is_strided) pack_strides();
+  }
+
+  // A handle on memory described by `m` (ctg::view and the adoptions of
+  // view.hpp build it, after checking the layout).
+  field(detail::adopt_memory_t, detail::adopted_memory<T, Rank> m)
+      : owner_(std::move(m.storage)),
+        data_(m.data),
+        grad_(m.grad),
+        dual_(m.dual),
+        shape_(m.shape),
+        name_(std::move(m.name)),
+        space_(m.space) {
+    if constexpr (is_strided)
+      stride_ = m.stride;
+    else
+      for (int a = 0; a < Rank; ++a)
+        if (shape_[a] != 1 && m.stride[a] != packed_stride(a))
+          throw launch_error("CTG-FIELD-007 field '" + name_ +
+                             "': the memory is not packed row-major; declare the field ctg::strided");
   }
 
   // ---- shape -------------------------------------------------------------
@@ -283,6 +642,26 @@ class field {
   }
   std::string const& name() const { return name_; }
   memory_space space() const { return space_; }
+  // Byte strides per axis (row-major packed unless the field views strided
+  // memory).
+  std::array<std::int64_t, Rank> strides() const {
+    if constexpr (is_strided) {
+      return stride_;
+    } else {
+      std::array<std::int64_t, Rank> out{};
+      for (int a = 0; a < Rank; ++a) out[std::size_t(a)] = packed_stride(a);
+      return out;
+    }
+  }
+  // Where this handle's elements lie (the aliasing check compares layouts).
+  detail::element_layout layout() const {
+    detail::element_layout l;
+    l.rank = Rank;
+    l.element_bytes = sizeof(T);
+    auto const st = strides();
+    for (int a = 0; a < Rank; ++a) l.extent[a] = shape_[std::size_t(a)], l.stride[a] = st[std::size_t(a)];
+    return l;
+  }
   bool empty() const { return owner_ == nullptr; }
   T* data() const { return data_; }
   // How many handles share this storage (the storage lives until the last goes).
@@ -327,14 +706,14 @@ class field {
 
   // ---- companion buffers --------------------------------------------------
   // The gradient buffer as a field of the same shape (shares ownership).
-  field<T, Rank> grad() const {
+  companion_type grad() const {
     static_assert(has_grad,
                   "CTG-FIELD-004 grad() on a field without a gradient buffer: declare it "
                   "ctg::field<T, Rank, ctg::grad>");
     return companion(grad_, 1, ".grad");
   }
   // The tangent buffer as a field of the same shape (shares ownership).
-  field<T, Rank> dual() const {
+  companion_type dual() const {
     static_assert(has_dual,
                   "CTG-FIELD-004 dual() on a field without a tangent buffer: declare it "
                   "ctg::field<T, Rank, ctg::dual>");
@@ -343,7 +722,7 @@ class field {
 
   // ---- whole-field operations ---------------------------------------------
   void fill(T const& value) const {
-    if (space_ == memory_space::host) {
+    if (space_ == memory_space::host && !is_strided) {
       std::fill(data_, data_ + size(), value);
       note_write();
     } else {
@@ -399,7 +778,8 @@ class field {
       throw launch_error("copy_from: field '" + other.name() + "' has shape " +
                          other.shape_string() + ", field '" + name_ + "' has shape " +
                          shape_string());
-    if (space_ == memory_space::host && other.space() == memory_space::host) {
+    if (space_ == memory_space::host && other.space() == memory_space::host && !is_strided &&
+        !field<T, Rank, F2>::is_strided) {
       std::copy(other.data(), other.data() + size(), data_);
       note_write();
       return;
@@ -417,6 +797,7 @@ class field {
   // ---- Eigen views (host, scalar element types) ----------------------------
   // Rank 1: a column vector; rank 2: a row-major matrix; rank 0: a 1x1 matrix.
   auto map() const {
+    static_assert(!is_strided, "map() views packed fields; a ctg::strided field is read with to_vector() or at()");
     require_host("map()");
     static_assert(std::is_arithmetic_v<T>, "map() views scalar fields; use flat() per coefficient");
     if constexpr (Rank == 0)
@@ -431,6 +812,7 @@ class field {
   }
   // All coefficients in row-major order as one column vector.
   auto flat() const {
+    static_assert(!is_strided, "flat() views packed fields; a ctg::strided field is read with to_vector() or at()");
     require_host("flat()");
     using S = scalar_of_t<T>;
     return Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, 1>>(reinterpret_cast<S*>(data_),
@@ -439,9 +821,21 @@ class field {
 
   // ---- kernel side -----------------------------------------------------------
   view_type view() const {
-    view_type v{data_, grad_, dual_, {}};
-    for (int a = 0; a < Rank; ++a) v.extent[a] = shape_[a];
-    return v;
+#if CTG_VIEW_CHECKS
+    if (owner_ && !owner_->owned[0]) owner_->check_alive(name_);
+#endif
+    if constexpr (is_strided) {
+      view_type v{{data_, {}, {}}, {grad_, {}, {}}, {dual_, {}, {}}, {}, {}};
+      for (int a = 0; a < Rank; ++a) {
+        v.extent[a] = v.data.extent[a] = v.grad.extent[a] = v.dual.extent[a] = shape_[a];
+        v.stride[a] = v.data.stride[a] = v.grad.stride[a] = v.dual.stride[a] = stride_[a];
+      }
+      return v;
+    } else {
+      view_type v{data_, grad_, dual_, {}};
+      for (int a = 0; a < Rank; ++a) v.extent[a] = shape_[a];
+      return v;
+    }
   }
   // Identity of the buffer this handle's values live in, used to detect two
   // kernel arguments naming the same field (a companion such as x.grad() is a
@@ -481,11 +875,12 @@ class field {
       throw index_error("field '" + name_ + "': index " + detail::describe_index({std::int64_t(idx)...}) +
                         " is outside its shape " + shape_string());
 #endif
-    return data_[view().offset(idx...)];
+    return *(data_ + view().offset(idx...));
   }
 
-  field<T, Rank> companion(T* buffer, int which, char const* suffix) const {
-    field<T, Rank> c{typename field<T, Rank>::no_allocation{}};
+  companion_type companion(T* buffer, int which, char const* suffix) const {
+    companion_type c{typename companion_type::no_allocation{}};
+    if constexpr (is_strided) c.stride_ = stride_;
     c.which_ = which;
     c.shape_ = shape_;
     c.data_ = buffer;
@@ -505,7 +900,29 @@ class field {
       throw launch_error(std::string(what) + ": field '" + name_ + "' holds " +
                          std::to_string(size()) + " elements, the buffer " + std::to_string(n));
   }
+  std::int64_t packed_stride(int axis) const {
+    std::int64_t s = std::int64_t(sizeof(T));
+    for (int a = Rank - 1; a > axis; --a) s *= shape_[a];
+    return s;
+  }
+  void pack_strides() {
+    for (int a = 0; a < Rank; ++a) stride_[std::size_t(a)] = packed_stride(a);
+  }
+  // Between this field's elements and a packed buffer (either memory space).
+  void copy_strided(void* dst, void const* src, bool to_field) const {
+    detail::element_layout const mine = layout();
+    detail::element_layout packed_layout = mine;
+    packed_layout.pack();
+    bool const device = space_ == memory_space::device;
+    if (to_field)
+      detail::copy_elements(dst, mine, src, packed_layout, device, "field '" + name_ + "'");
+    else
+      detail::copy_elements(dst, packed_layout, src, mine, device, "field '" + name_ + "'");
+  }
   void copy_bytes(void* dst, void const* src, bool to_field) const {
+    if constexpr (is_strided) {
+      if (!layout().packed()) return copy_strided(dst, src, to_field);
+    }
     std::size_t const bytes = std::size_t(size()) * sizeof(T);
     if (space_ == memory_space::host) {
       if (bytes) std::memcpy(dst, src, bytes);
@@ -522,6 +939,12 @@ class field {
 #endif
   }
   void zero_buffer(T* buffer) const {
+    if constexpr (is_strided) {
+      if (!layout().packed()) {
+        std::vector<unsigned char> zeros(std::size_t(size()) * sizeof(T), 0);
+        return copy_strided(buffer, zeros.data(), true);
+      }
+    }
     std::size_t const bytes = std::size_t(size()) * sizeof(T);
     if (space_ == memory_space::host) {
       if (bytes) std::memset(static_cast<void*>(buffer), 0, bytes);
@@ -540,6 +963,9 @@ class field {
   shape_type shape_{};
   std::string name_;
   memory_space space_ = memory_space::host;
+  // Byte strides of a ctg::strided field (unused otherwise: plain fields are
+  // packed row-major).
+  std::array<std::int64_t, is_strided ? Rank : 0> stride_{};
 };
 
 template <class T>
