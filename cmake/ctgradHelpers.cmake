@@ -43,12 +43,43 @@ function(ctgrad_add_cuda_test)
   set_tests_properties(${arg_NAME} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
 endfunction()
 
-# Shared part of the compile-fail helpers.
-#   <file> carries its expected diagnostic as a line
-#       // expected-error {{REGEX}}
-#   <stem>_ko compiles it as is and must fail with REGEX in the diagnostics;
-#   <stem>_ok compiles it with -DCTG_CONTROL and must succeed. Both targets are
-#   EXCLUDE_FROM_ALL; the CTest tests build them.
+# ---- compile-fail tests ------------------------------------------------------
+# Every compile-fail test runs with each compiler of
+# CTGRAD_DIAGNOSTIC_COMPILERS (the project's C++ compiler and any of
+# clang++-14, clang++-19 that are installed; nvcc for .cu files), calling the
+# compiler directly so that the check sees exactly what a user would.
+#
+# <file> carries its expected diagnostic as a line
+#     // expected-error {{REGEX}}
+# and, for the gradient diagnostics, what the error must name:
+#     // expected-kernel {{name}}  // expected-func {{outer -> inner}}
+#     // expected-parameter {{N}}  // expected-lines {{12}}
+# compile_fail.<compiler>.<stem> must fail with REGEX (and the names, in at
+# most that many lines); compile_ok.<compiler>.<stem> compiles the file with
+# -DCTG_CONTROL and must succeed.
+
+# A compiler's tag (gcc12, clang14, nvcc13) and whether it prints string
+# template arguments as numbers or braces (then names are character packs).
+function(_ctgrad_compiler_tag compiler out_tag out_chars)
+  execute_process(COMMAND "${compiler}" --version OUTPUT_VARIABLE v ERROR_VARIABLE v)
+  set(chars OFF)
+  if(v MATCHES "clang version ([0-9]+)")
+    set(tag "clang${CMAKE_MATCH_1}")
+    if(CMAKE_MATCH_1 LESS 18)
+      set(chars ON)
+    endif()
+  elseif(v MATCHES "release ([0-9]+)\\.")
+    set(tag "nvcc${CMAKE_MATCH_1}")
+    set(chars ON)
+  elseif(v MATCHES "\\) ([0-9]+)\\.[0-9]+")
+    set(tag "gcc${CMAKE_MATCH_1}")
+  else()
+    get_filename_component(tag "${compiler}" NAME)
+  endif()
+  set(${out_tag} "${tag}" PARENT_SCOPE)
+  set(${out_chars} "${chars}" PARENT_SCOPE)
+endfunction()
+
 function(_ctgrad_add_compile_fail_test file lang)
   get_filename_component(file "${file}" ABSOLUTE)
   get_filename_component(stem "${file}" NAME_WE)
@@ -62,52 +93,59 @@ function(_ctgrad_add_compile_fail_test file lang)
   if(regex STREQUAL "")
     message(FATAL_ERROR "${file}: empty expected-error regex")
   endif()
-  # Reconfigure when the expectation changes.
+  set(names)
+  foreach(what kernel func parameter lines)
+    file(STRINGS "${file}" line REGEX "//[ \t]*expected-${what}[ \t]*{{.*}}")
+    if(line)
+      string(REGEX REPLACE ".*expected-${what}[ \t]*{{(.*)}}.*" "\\1" value "${line}")
+      string(TOUPPER "${what}" key)
+      if(key STREQUAL "LINES")
+        set(key MAX_LINES)
+      endif()
+      list(APPEND names "-D${key}=${value}")
+    endif()
+  endforeach()
+  # Reconfigure when the expectations change.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${file}")
 
+  get_target_property(eigen_dirs Eigen3::Eigen INTERFACE_INCLUDE_DIRECTORIES)
+  set(common -I${PROJECT_SOURCE_DIR}/include)
+  foreach(d IN LISTS eigen_dirs)
+    list(APPEND common -isystem ${d})
+  endforeach()
   if(lang STREQUAL "CUDA")
-    set(target_stem "${stem}_cu")
-    set(link_target ctgrad::cuda)
-    set(test_suffix "cuda.${stem}")
+    set(compilers "${CMAKE_CUDA_COMPILER}")
+    list(APPEND common -std=c++20 -x cu -arch=sm_90 --expt-relaxed-constexpr --extended-lambda
+         -diag-suppress=20012 -DCTG_HAS_CUDA=1 -c -o ${CMAKE_CURRENT_BINARY_DIR}/${stem}.compile_fail.o)
   else()
-    set(target_stem "${stem}")
-    set(link_target ctgrad::ctgrad)
-    set(test_suffix "${stem}")
+    set(compilers ${CTGRAD_DIAGNOSTIC_COMPILERS})
+    list(APPEND common -std=c++20 -fsyntax-only)
   endif()
 
-  foreach(variant ko ok)
-    set(tgt ${target_stem}_${variant})
-    add_library(${tgt} OBJECT "${file}")
-    set_target_properties(${tgt} PROPERTIES EXCLUDE_FROM_ALL TRUE)
-    target_link_libraries(${tgt} PRIVATE ${link_target} ctgrad_project_warnings)
+  foreach(compiler IN LISTS compilers)
+    _ctgrad_compiler_tag("${compiler}" tag chars)
+    # The flags travel as one argument, joined by "|" (a ;-list would split).
+    string(REPLACE ";" "|" ko_flags "${common};${file}")
+    string(REPLACE ";" "|" ok_flags "${common};-DCTG_CONTROL;${file}")
+    add_test(NAME compile_fail.${tag}.${stem}
+      COMMAND ${CMAKE_COMMAND} "-DCOMPILER=${compiler}" "-DFLAGS=${ko_flags}" -DMODE=ko "-DSOURCE=${file}"
+        "-DEXPECT=${regex}" -DCHARACTERS=${chars} ${names} -P "${CTGRAD_COMPILE_FAIL_SCRIPT}")
+    add_test(NAME compile_ok.${tag}.${stem}
+      COMMAND ${CMAKE_COMMAND} "-DCOMPILER=${compiler}" "-DFLAGS=${ok_flags}" -DMODE=ok "-DSOURCE=${file}"
+        -P "${CTGRAD_COMPILE_FAIL_SCRIPT}")
+    set_tests_properties(compile_fail.${tag}.${stem} compile_ok.${tag}.${stem} PROPERTIES
+      TIMEOUT 600 LABELS compile)
   endforeach()
-  target_compile_definitions(${target_stem}_ok PRIVATE CTG_CONTROL)
-
-  set(build_dir "${CMAKE_BINARY_DIR}")
-  add_test(NAME compile_fail.${test_suffix}
-    COMMAND ${CMAKE_COMMAND}
-      "-DBUILD_DIR=${build_dir}" "-DTARGET=${target_stem}_ko" "-DCONFIG=$<CONFIG>"
-      "-DEXPECT=${regex}" "-DSOURCE=${file}"
-      -P "${CTGRAD_COMPILE_FAIL_SCRIPT}")
-  add_test(NAME compile_ok.${test_suffix}
-    COMMAND ${CMAKE_COMMAND} --build "${build_dir}" --target ${target_stem}_ok --config $<CONFIG>)
-  set_tests_properties(compile_fail.${test_suffix} compile_ok.${test_suffix} PROPERTIES
-    RESOURCE_LOCK ctgrad_build_tree
-    TIMEOUT 600
-    LABELS compile)
 endfunction()
 
 # ctgrad_add_compile_fail_test(<file.cpp>)
-#   Tests compile_fail.<stem> (must fail to compile with the expected-error
-#   regex in the diagnostics) and compile_ok.<stem> (the same file with
-#   -DCTG_CONTROL must compile).
+#   Tests compile_fail.<compiler>.<stem> and compile_ok.<compiler>.<stem>.
 function(ctgrad_add_compile_fail_test file)
   _ctgrad_add_compile_fail_test("${file}" CXX)
 endfunction()
 
 # ctgrad_add_cuda_compile_fail_test(<file.cu>)
-#   The same for CUDA sources (needs the CUDA backend): tests
-#   compile_fail.cuda.<stem> and compile_ok.cuda.<stem>.
+#   The same for CUDA sources, compiled by nvcc (needs the CUDA backend).
 function(ctgrad_add_cuda_compile_fail_test file)
   if(NOT TARGET ctgrad::cuda)
     message(FATAL_ERROR "ctgrad_add_cuda_compile_fail_test: the CUDA backend is not enabled")

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # valgrind: the memcheck workflow of scripts/test.sh (and bench/profile.sh).
-packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev valgrind)
+packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev valgrind clang-14 clang-19)
 # Optional, not installed here: libadolc-dev (the ADOL-C comparison in
 # bench/cpu_adolc.cpp, skipped without it).
 

@@ -73,6 +73,7 @@ int main() {
   check(y.at(0) == 0.5, "expr008");
 
   // [snippet: expr009-013]
+  using namespace ctg::literals;  // for 0_c, 1_c, ...
   // Fails: x[i][0_c] (x holds scalars), p[i] = 1.0 (a scalar into a vector)
   // and y[i] = p[i] (a vector into a scalar). Write components or build vectors:
   auto split = ctg::kernel<"split">([](auto p, auto y) {

@@ -23,6 +23,7 @@ int main() {
   check(out.at(7) == 3.0f, "scale");
 
   // [snippet: access]
+  using namespace ctg::literals;  // for 0_c, 1_c, ...
   ctg::field<double, 0> s;                      // s()
   ctg::field<double, 1> v(5);                   // v[i] or v(i)
   ctg::field<double, 2> m(3, 4);                // m(i, j)
@@ -143,6 +144,7 @@ int main() {
   check(r.at(0) == 0.0 && r.at(2) == 0.5 && r.at(5) == 1.0, "funcs");
 
   // [snippet: numbers]
+  using namespace ctg::literals;  // for 0_c, 1_c, ...
   ctg::field<float, 1> f(3);
   ctg::field<int, 1> k(3);
   auto numbers = ctg::kernel<"numbers">([](auto f, auto k) {
@@ -179,6 +181,7 @@ int main() {
         "math");
 
   // [snippet: eigen]
+  using namespace ctg::literals;  // for 0_c, 1_c, ...
   using V3 = Eigen::Vector3d;
   using M3 = Eigen::Matrix3d;
   ctg::field<V3, 1> a(2), b(2), c(2);

@@ -21,6 +21,7 @@ int main() {
   // [snippet end]
 
   // [snippet: kernel]
+  using namespace ctg::literals;  // for 0_c, 1_c, ...
   // @ti.func
   // def sq(a): return a * a
   auto sq = ctg::func<"sq">([](auto a) { return a * a; });
@@ -75,6 +76,7 @@ int main() {
   check(grid.at(3, 3) == 15 + 3, "loops");
 
   // [snippet: vectors]
+  using namespace ctg::literals;  // for 0_c, 1_c, ...
   // Taichi: a * b on two vectors is elementwise, a @ b the matrix product.
   // Eigen (and ctgrad): * between matrices is the matrix product; write
   // elementwise products by component.

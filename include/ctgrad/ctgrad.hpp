@@ -4,6 +4,8 @@
 #include "element.hpp"
 #include "errors.hpp"
 #include "field.hpp"
+// The kernel language first: an error in a kernel then shows a short include chain.
+#include "lower/builders.hpp"
 #include "ir/custom.hpp"
 #include "ir/expr.hpp"
 #include "ir/decompositions.hpp"
@@ -13,4 +15,3 @@
 #include "kernel.hpp"
 #include "tape.hpp"
 #include "checkpoint.hpp"
-#include "lower/builders.hpp"

@@ -137,14 +137,6 @@ struct kernel_options {
   }();
 };
 
-// Compile-time facts about the adjoint of every offload of a kernel.
-template <class Args, class Offloads, int Slots>
-struct reverse_summary;
-template <class Args, class... O, int Slots>
-struct reverse_summary<Args, detail::tuple<O...>, Slots> {
-  static constexpr bool uses_stack = (ad::reverse_plan<Args, O, Slots>::demand.uses_stack || ...);
-  static constexpr bool unbounded = (ad::reverse_plan<Args, O, Slots>::demand.unbounded || ...);
-};
 
 template <detail::fixed_string Name, class F, class... Options>
 class kernel_t {
@@ -169,7 +161,7 @@ class kernel_t {
       constexpr report on_tape = checks::findings.for_tape();
       if constexpr (!on_tape.ok()) {
         // The first finding, as one compile error at this launch (see grad()).
-        (void)sizeof(typename first_diagnostic<Name, checks::tape_findings>::type);
+        (void)sizeof(typename first_diagnostic<Name, checks::tape_findings, detail::type_list<A...>>::type);
         return;
       } else {
         if (t) {
@@ -205,7 +197,7 @@ class kernel_t {
     // The first finding, if any, as one compile error naming kernel, field
     // parameter and func; the launch is then not instantiated at all.
     if constexpr (!checks::ok) {
-      (void)sizeof(typename first_diagnostic<Name, checks::findings>::type);
+      (void)sizeof(typename first_diagnostic<Name, checks::findings, detail::type_list<A...>>::type);
     } else {
       check_unchanged_since_forward(checks::findings.needed_params, args...);
       launch<backend::reverse_pass>(args...);
@@ -223,7 +215,14 @@ class kernel_t {
   // .dual() into the outputs' .dual().
   template <class... A>
   void fwd(A const&... args) const {
-    launch<backend::tangent_pass>(args...);
+    using kir_t = typename reverse_checks<A...>::kir_t;
+    static constexpr report const& findings = tangent_findings<decltype(kir_t::offloads)>;
+    if constexpr (!findings.ok()) {
+      (void)sizeof(typename first_diagnostic<Name, tangent_findings<decltype(kir_t::offloads)>,
+                                             detail::type_list<A...>>::type);
+    } else {
+      launch<backend::tangent_pass>(args...);
+    }
   }
 
   F const& body() const { return body_; }
@@ -255,7 +254,6 @@ class kernel_t {
     using kir_t = decltype(build(std::index_sequence_for<A...>{}));
     using args_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
     using offloads_t = decltype(kir_t::offloads);
-    using summary = reverse_summary<args_t, offloads_t, kir_t::slots>;
     using rules = check::kernel_checks<args_t, offloads_t, kir_t::slots>;
 
     // The IR built in a constant expression: possible when the lambda
@@ -272,22 +270,18 @@ class kernel_t {
         return requires { typename std::integral_constant<int, (build_constant(std::index_sequence_for<A...>{}), 0)>; };
     }();
 
-    static constexpr report typed = rules::evaluate(nullptr, nullptr, false);
+    static constexpr report typed =
+        rules::evaluate(nullptr, nullptr, false, options::no_adstack, options::capacity >= 0);
     template <bool WithValues>
     static constexpr report decided() {
       if constexpr (WithValues) {
         constexpr kir_t kir = build_constant(std::index_sequence_for<A...>{});
-        return rules::evaluate(&kir.offloads, nullptr, false);
+        return rules::evaluate(&kir.offloads, nullptr, false, options::no_adstack, options::capacity >= 0);
       } else {
         return typed;
       }
     }
-    static constexpr report findings = [] {
-      report r = decided<typed.wants_values && constant_ir>();
-      if (options::no_adstack && summary::uses_stack) r.add(finding::nested_loop_needs_adstack, -1, -1);
-      if (!options::no_adstack && summary::unbounded && options::capacity < 0) r.add(finding::adstack_unsized, -1, -1);
-      return r;
-    }();
+    static constexpr report findings = decided<typed.wants_values && constant_ir>();
     static constexpr bool ok = findings.ok();
     static constexpr report tape_findings = findings.for_tape();
   };
@@ -321,7 +315,7 @@ class kernel_t {
     std::string where = e.param >= 0 ? " (" + detail::describe_param(e.param, args...) + ")" : std::string();
     if (e.func[0]) where += " in func '" + std::string(e.func) + "'";
     throw autodiff_error("kernel '" + std::string(Name.view()) + "'" + context + where + ": " +
-                         check::message(int(e.what)));
+                         check::message(e.what));
   }
   template <class Checks, class Kir, class... A>
   static void check_at_launch(Kir const& kir, memory_space space, A const&... args) {
@@ -334,16 +328,19 @@ class kernel_t {
   }
 
   // Two parameters bound to the same differentiable storage would make the
-  // adjoint read and write one gradient buffer under two names.
+  // adjoint read and write one gradient buffer under two names; so would two
+  // views of overlapping memory (view.hpp), compared by the bytes they cover.
   template <class... A>
   static void check_aliasing(A const&... args) {
     void const* ids[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
+    detail::element_layout layouts[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
     bool grad[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
     int i = 0;
     auto note_one = [&](auto const& a) {
       using T = std::remove_cvref_t<decltype(a)>;
       if constexpr (is_field_v<T>) {
         ids[i] = a.storage_id();
+        layouts[i] = a.layout();
         grad[i] = T::has_grad;
       }
       ++i;
@@ -351,13 +348,18 @@ class kernel_t {
     (note_one(args), ...);
     for (int p = 0; p < int(sizeof...(A)); ++p)
       for (int q = p + 1; q < int(sizeof...(A)); ++q)
-        if (ids[p] && ids[p] == ids[q] && (grad[p] || grad[q]))
+        if (ids[p] && ids[q] && (grad[p] || grad[q]) &&
+            (ids[p] == ids[q] || detail::layouts_overlap(ids[p], layouts[p], ids[q], layouts[q])))
           throw autodiff_error("kernel '" + std::string(Name.view()) + "': CTG-AD-012 " +
                                detail::describe_param(p, args...) + " and " + detail::describe_param(q, args...) +
-                               " share one differentiable storage; the adjoint would mix their gradients. Pass "
-                               "the field once, or copy it (clone) into a second field");
+                               " share one differentiable storage (or views of overlapping memory); the adjoint "
+                               "would mix their gradients. Pass the field once, or copy it (clone) into a second "
+                               "field");
   }
 
+
+  template <class Offloads>
+  static constexpr report tangent_findings = check::tangent_checks<Offloads>::evaluate();
 
   // The fields a kernel writes, from the IR type alone (no gradient analysis).
   template <class... A>
@@ -542,6 +544,11 @@ class kernel_t {
     memory_space const space = detail::launch_space(Name.view(), args...);
     auto kir = ir(args...);
     auto bound = bind(std::index_sequence_for<A...>{}, args...);
+    // An argument type may check each pass against the lowered IR, through a
+    // function found by argument-dependent lookup (ctgrad/mpi: the ghost
+    // width and the written rows of a decomposed field).
+    if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); })
+      ctg_launch_hook(Name.view(), std::is_same_v<Pass, backend::forward_pass>, kir, bound, args...);
     constexpr int slots = decltype(kir)::slots;
     constexpr std::size_t count = decltype(kir.offloads)::size;
     constexpr bool backwards = std::is_same_v<Pass, backend::reverse_pass>;
@@ -574,8 +581,10 @@ class kernel_t {
       std::string where;
       ad::describe_site(static_cast<root const*>(nullptr), unsized, ad::offload_parts<Offload>::body_level, "",
                         where);
-      throw autodiff_error("kernel '" + std::string(Name.view()) + "': cannot size the adstack for the " + where +
-                           ": its trip count is not known at launch; give the kernel ctg::adstack_capacity<N>");
+      throw autodiff_error("kernel '" + std::string(Name.view()) + "': CTG-AD-003 cannot size the adstack for the " +
+                           where + ": its trip count could not be evaluated at this launch (its bounds read values "
+                           "the kernel computes); give the kernel ctg::adstack_capacity<N>, N the most iterations "
+                           "that loop runs per thread");
     }
     if (status.failed == int(eval::failure::index_out_of_range)) {
       std::string idx = "(";
@@ -588,10 +597,19 @@ class kernel_t {
       std::string where;
       ad::describe_site(static_cast<root const*>(nullptr), status.site, ad::offload_parts<Offload>::body_level, "",
                         where);
+      std::string advice;
+      if constexpr (options::capacity >= 0) {
+        long long const per = status.available > 0 ? status.available / options::capacity : 0;
+        long long const needed = per > 0 ? (status.required + per - 1) / per : 0;
+        advice = "raise ctg::adstack_capacity<" + std::to_string(options::capacity) + "> to at least " +
+                 std::to_string(needed) + " iterations";
+      } else {
+        advice = "the loop ran more iterations than its bounds allowed when the launch sized the adstack (do its "
+                 "bounds read a field the kernel writes?); give the kernel ctg::adstack_capacity<N>";
+      }
       throw autodiff_error("kernel '" + std::string(Name.view()) + "': adstack overflow in the " + where +
                            ": a thread needed " + std::to_string(status.required) + " bytes, " +
-                           std::to_string(status.available) +
-                           " were available; raise ctg::adstack_capacity<N> (N = iterations per loop)");
+                           std::to_string(status.available) + " were available; " + advice);
     }
   }
 

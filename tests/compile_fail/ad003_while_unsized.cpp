@@ -1,5 +1,7 @@
 // CTG-AD-003: a while_ whose carried local the reverse pass needs, with no
 // bound on its trip count. The control gives ctg::adstack_capacity<N>.
+// expected-kernel {{grow}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 #if defined(CTG_CONTROL)

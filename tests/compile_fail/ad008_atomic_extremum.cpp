@@ -1,5 +1,8 @@
 // CTG-AD-008: atomic_max on a field with a gradient. The control keeps the
 // maximum in a field without one.
+// expected-kernel {{top}}
+// expected-parameter {{1}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

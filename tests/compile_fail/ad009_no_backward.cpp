@@ -1,5 +1,7 @@
 // CTG-AD-009: a gradient flows through a custom-gradient functor without a
 // backward. The control gives it one.
+// expected-kernel {{clip}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 struct clipped {

@@ -1,5 +1,7 @@
 // CTG-AD-010: forward mode through a custom-gradient functor without a
 // tangent. The control gives it one.
+// expected-kernel {{cube}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 struct cube {

@@ -1,5 +1,7 @@
 // CTG-AD-011: a differentiated kernel reading a gradient buffer. The control
 // passes the gradient as a field of its own.
+// expected-kernel {{peek}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

@@ -10,20 +10,10 @@
 #include "../ad/offload.hpp"
 #include "dependence.hpp"
 #include "events.hpp"
+#include "findings.hpp"
 #include "verdict.hpp"
 
 namespace ctg {
-
-// What a diagnostic found. Values are the numbers of the IDs CTG-AD-0NN.
-enum class finding : int {
-  nested_loop_needs_adstack = 1,    // CTG-AD-001
-  cross_iteration_raw = 2,          // CTG-AD-002
-  adstack_unsized = 3,              // CTG-AD-003
-  overwritten_after_read = 4,       // CTG-AD-004
-  atomic_extremum_on_gradient = 8,  // CTG-AD-008
-  no_derivative_rule = 9,           // CTG-AD-009
-  gradient_buffer_read = 11,        // CTG-AD-011
-};
 
 // The findings of the checks on one kernel and argument types (constexpr).
 struct report {
@@ -31,7 +21,7 @@ struct report {
     finding what;
     int param;       // field parameter position, -1 when none
     int offload;     // which top-level statement of the kernel
-    char func[48];   // the innermost func the culprit sits in ("" at kernel level)
+    char func[96];   // the funcs the culprit sits in, "outer -> inner" ("" at kernel level)
   };
   static constexpr int capacity = 16;
   entry items[capacity]{};
@@ -74,47 +64,55 @@ struct report {
   constexpr void add(finding f, int param, int offload, char const* func = "") {
     if (count == capacity) return;
     entry e{f, param, offload, {}};
-    for (int k = 0; k < 47 && func[k]; ++k) e.func[k] = func[k];
+    for (int k = 0; k < 95 && func[k]; ++k) e.func[k] = func[k];
     items[count++] = e;
   }
 };
 
 namespace check {
 
-// The innermost func along a path below a root ("" when none).
+// The chain of funcs a culprit sits in, "outer -> inner".
+struct func_chain {
+  char s[96]{};
+  int n = 0;
+  constexpr void append(char const* name) {
+    if (!name[0]) return;
+    if (n > 0)
+      for (char const* sep = " -> "; *sep && n < 95; ++sep) s[n++] = *sep;
+    for (; *name && n < 95; ++name) s[n++] = *name;
+  }
+};
+// The funcs on the path from a root to a node, outermost first.
 template <class Root, class Path, class Prefix = std::index_sequence<>>
-struct func_on_path {
-  static constexpr char const* name = "";
+struct path_funcs {
+  static constexpr void into(func_chain&) {}
 };
 template <class Root, std::size_t P, std::size_t... Rest, std::size_t... Done>
-struct func_on_path<Root, std::index_sequence<P, Rest...>, std::index_sequence<Done...>> {
+struct path_funcs<Root, std::index_sequence<P, Rest...>, std::index_sequence<Done...>> {
   using here = node_at_t<Root, std::index_sequence<Done...>>;
-  using deeper = func_on_path<Root, std::index_sequence<Rest...>, std::index_sequence<Done..., P>>;
-  static constexpr char const* name = [] {
-    if (deeper::name[0] != 0) return deeper::name;
-    if constexpr (is_func_scope_op<typename here::op_type>)
-      return here::op_type::name.c_str();
-    else
-      return "";
-  }();
+  static constexpr void into(func_chain& c) {
+    if constexpr (is_func_scope_op<typename here::op_type>) c.append(here::op_type::name.c_str());
+    path_funcs<Root, std::index_sequence<Rest...>, std::index_sequence<Done..., P>>::into(c);
+  }
 };
-
-// The innermost func wrapping a statement from above (a func holding a
-// top-level loop).
+// The funcs wrapping a top-level statement (a func holding the offload loop).
 template <class S>
-struct enclosing_func {
-  static constexpr char const* name = "";
+struct wrapping_funcs {
+  static constexpr void into(func_chain&) {}
 };
 template <class N, class K>
-struct enclosing_func<node<op::func_scope<N>, K>> {
-  static constexpr char const* name = enclosing_func<K>::name[0] ? enclosing_func<K>::name : op::func_scope<N>::name.c_str();
+struct wrapping_funcs<node<op::func_scope<N>, K>> {
+  static constexpr void into(func_chain& c) {
+    c.append(op::func_scope<N>::name.c_str());
+    wrapping_funcs<K>::into(c);
+  }
 };
 
 template <class Offload>
 struct offload_view;
 template <class S>
 struct offload_view<parallel_offload<S>> {
-  static constexpr char const* func = enclosing_func<S>::name;
+  static constexpr void wrapping(func_chain& c) { wrapping_funcs<S>::into(c); }
   using loop = typename unwrap_funcs<S>::type;
   static constexpr int axes = loop::op_type::axes;
   using body = std::remove_cvref_t<decltype(detail::get<2 * axes>(std::declval<loop const&>().kids))>;
@@ -128,14 +126,13 @@ struct offload_view<parallel_offload<S>> {
 };
 template <class B>
 struct offload_view<serial_offload<B>> {
-  static constexpr char const* func = "";
+  static constexpr void wrapping(func_chain&) {}
   using body = B;
   using loop = void;
   static constexpr bool parallel = false;
   static constexpr body const* body_ptr(serial_offload<B> const* o) { return o ? &o->body : nullptr; }
 };
 
-constexpr char const* name_or(char const* a, char const* b) { return a[0] ? a : b; }
 
 template <class Root, class Path>
 constexpr auto const* node_ptr(Root const* root) {
@@ -191,6 +188,96 @@ struct missing_backward<Analysis, node<Op, K...>> {
   static constexpr bool value = own<Op>() || (missing_backward<Analysis, K>::value || ...);
 };
 
+// ---- forward mode (k.fwd): its own check pass ------------------------------------------------------
+// A custom-gradient functor without tangent() (outside ctg::stop_grad), an
+// atomic_min/atomic_max into a field with a tangent buffer, an access of a
+// gradient or tangent buffer: the findings of the tangent evaluator.
+template <class N>
+struct tangent_walk {
+  static constexpr void into(report&, int, func_chain const&) {}
+};
+template <class Op, class... K>
+struct tangent_walk<node<Op, K...>> {
+  static constexpr void into(report& r, int offload, func_chain const& funcs) {
+    using N = node<Op, K...>;
+    if constexpr (std::is_same_v<Op, op::stop_grad>) {
+      return;  // evaluated without tangents
+    } else {
+      func_chain inner = funcs;
+      if constexpr (is_func_scope_op<Op>) inner.append(Op::name.c_str());
+      if constexpr (is_custom_op<Op>) {
+        if constexpr (!requires(Op const& o, value_t<K> const&... k) { o.fn.tangent(k..., k...); })
+          r.add(finding::no_tangent_rule, -1, offload, inner.s);
+      }
+      if constexpr (is_atomic_op<Op>) {
+        if constexpr (Op::kind == atomic_kind::min || Op::kind == atomic_kind::max) {
+          using A = typename written_access<detail::tuple_element_t<0, detail::tuple<K...>>>::type;
+          if constexpr (A::op_type::has_dual && A::op_type::which == buffer::primal)
+            r.add(finding::atomic_extremum_on_gradient, A::op_type::param, offload, inner.s);
+        }
+      }
+      if constexpr (is_access_op<Op>) {
+        if constexpr (Op::which != buffer::primal) r.add(finding::gradient_buffer_read, Op::param, offload, inner.s);
+      }
+      (tangent_walk<K>::into(r, offload, inner), ...);
+      (void)sizeof(N);
+    }
+  }
+};
+template <class Offloads>
+struct tangent_checks;
+template <class... O>
+struct tangent_checks<detail::tuple<O...>> {
+  template <class Off>
+  static constexpr void one(report& r, int k) {
+    if constexpr (requires { &Off::stmt; })
+      tangent_walk<decltype(Off::stmt)>::into(r, k, func_chain{});
+    else
+      tangent_walk<decltype(Off::body)>::into(r, k, func_chain{});
+  }
+  static constexpr report evaluate() {
+    report r;
+    int k = 0;
+    ((one<O>(r, k++)), ...);
+    return r;
+  }
+};
+
+// ---- D1 and CTG-AD-003: what the adstack must keep ------------------------------------------------
+// The funcs around the first nested loop that snapshots carried locals for
+// the reverse pass (and, with Unbounded, whose trip count no launch can
+// bound: a while_, or bounds computed from locals).
+template <class Reverse, bool Unbounded>
+struct stack_loop_walk {
+  template <class Op, class... K>
+  static constexpr bool find(node<Op, K...> const*, func_chain c, func_chain& out) {
+    if constexpr (is_func_scope_op<Op>) c.append(Op::name.c_str());
+    if constexpr (is_loop_op<Op> || is_while_op<Op>) {
+      using Body = detail::tuple_element_t<sizeof...(K) - 1, detail::tuple<K...>>;
+      if constexpr (!Reverse::template carried<Body>.empty()) {
+        bool hit = !Unbounded;
+        if constexpr (is_while_op<Op>) {
+          hit = true;
+        } else {
+          bool const bounded = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+            return (ad::boundable_v<detail::tuple_element_t<Is, detail::tuple<K...>>> && ...);
+          }(std::make_index_sequence<2 * Op::axes>{});
+          hit = hit || !bounded;
+        }
+        if (hit) {
+          out = c;
+          return true;
+        }
+      }
+    }
+    return (find(static_cast<K const*>(nullptr), c, out) || ...);
+  }
+  template <class E>
+  static constexpr bool find(E const*, func_chain, func_chain&) {
+    return false;
+  }
+};
+
 template <class List>
 struct to_tuple;
 template <class... E>
@@ -222,6 +309,16 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     using V = view<K>;
     return V::body_ptr(offs ? &detail::get<K>(*offs) : static_cast<offload_t<K> const*>(nullptr));
   }
+
+  // The funcs a node of offload K sits in, outermost first.
+  template <std::size_t K, class Path>
+  static constexpr func_chain chain_of() {
+    func_chain c;
+    view<K>::wrapping(c);
+    path_funcs<typename view<K>::body, Path>::into(c);
+    return c;
+  }
+  static constexpr func_chain deeper(func_chain const& a, func_chain const& b) { return b.n > a.n ? b : a; }
 
   // Applies a verdict: errors become findings; undecided ones are counted (at
   // compile time) or are errors (at launch, where everything is known).
@@ -355,8 +452,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
                     if constexpr (LA::op_type::param == SA::op_type::param && differentiable_access<LA>()) {
                       pair_verdict const v = d2_verdict<K, SI, LJ>(offs, args, at_launch);
                       record(r, v, at_launch, finding::cross_iteration_raw, SA::op_type::param, int(K),
-                             name_or(func_on_path<body, typename SI::path>::name,
-                                     name_or(func_on_path<body, typename LJ::path>::name, view<K>::func)));
+                             deeper(chain_of<K, typename SI::path>(), chain_of<K, typename LJ::path>()).s);
                     }
                   }
                 };
@@ -462,7 +558,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     verdict overwritten = verdict::ok;
     verdict preceded = verdict::ok;
     int offload = -1;
-    char const* func = "";
+    func_chain func{};
   };
   static constexpr int tracked_params = Args::size < 64 ? int(Args::size) : 64;
 
@@ -493,12 +589,12 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
                       if constexpr (p < tracked_params) {
                         if (po[p].overwritten != verdict::error && v.v != verdict::ok) {
                           po[p].offload = int(B);
-                          po[p].func = name_or(func_on_path<bodyB, typename SJ::path>::name, view<B>::func);
+                          po[p].func = chain_of<B, typename SJ::path>();
                         }
                         po[p].overwritten = either(po[p].overwritten, v.v);
                       } else {
                         record(r, v, at_launch, finding::overwritten_after_read, p, int(B),
-                               name_or(func_on_path<bodyB, typename SJ::path>::name, view<B>::func));
+                               chain_of<B, typename SJ::path>().s);
                       }
                     }
                     if constexpr (B <= A && p < tracked_params) {
@@ -556,14 +652,15 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   template <std::size_t K>
   static constexpr void others(report& r) {
     if constexpr (missing_backward<analysis<K>, typename view<K>::body>::value)
-      r.add(finding::no_derivative_rule, -1, int(K), view<K>::func);
+      r.add(finding::no_derivative_rule, -1, int(K), chain_of<K, std::index_sequence<>>().s);
     using E = typename to_tuple<events<K>>::type;
     using body = typename view<K>::body;
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
         using Ev = detail::tuple_element_t<I, E>;
         using Acc = event_access_t<Ev, body>;
-        char const* func = name_or(func_on_path<body, typename Ev::path>::name, view<K>::func);
+        func_chain const chain = chain_of<K, typename Ev::path>();
+        char const* func = chain.s;
         if constexpr (Ev::kind == access_kind::extremum && differentiable_access<Acc>())
           r.add(finding::atomic_extremum_on_gradient, Acc::op_type::param, int(K), func);
         if constexpr (Acc::op_type::which != buffer::primal)
@@ -573,7 +670,29 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     }(std::make_index_sequence<to_tuple<events<K>>::size>{});
   }
 
-  static constexpr report evaluate(offloads_t const* offs, Args const* args, bool at_launch) {
+  // D1 (CTG-AD-001) without the adstack, CTG-AD-003 with it but unsized.
+  template <std::size_t K>
+  static constexpr void stack(report& r, bool no_adstack, bool capacity_given) {
+    using plan = ad::reverse_plan<Args, offload_t<K>, Slots>;
+    using root = typename view<K>::body;
+    constexpr auto demand = plan::demand;
+    func_chain at;
+    view<K>::wrapping(at);
+    if (no_adstack && demand.uses_stack) {
+      stack_loop_walk<typename plan::evaluator, false>::find(static_cast<root const*>(nullptr), at, at);
+      r.add(finding::nested_loop_needs_adstack, -1, int(K), at.s);
+    } else if (!no_adstack && demand.unbounded && !capacity_given) {
+      stack_loop_walk<typename plan::evaluator, true>::find(static_cast<root const*>(nullptr), at, at);
+      r.add(finding::adstack_unsized, -1, int(K), at.s);
+    }
+  }
+
+  // Every check over the kernel's offloads. At compile time (offs and args
+  // null, or offs an IR built in a constant expression) undecided pairs are
+  // counted; at launch everything is decided. no_adstack and capacity_given
+  // are the kernel's options (ctg::no_adstack, ctg::adstack_capacity<N>).
+  static constexpr report evaluate(offloads_t const* offs, Args const* args, bool at_launch, bool no_adstack = false,
+                                   bool capacity_given = false) {
     report r;
     param_order po[tracked_params > 0 ? tracked_params : 1]{};
     [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
@@ -585,6 +704,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
       };
       (load_in(std::integral_constant<std::size_t, Ks>{}), ...);
       if (!at_launch) (others<Ks>(r), ...);
+      if (!at_launch) (stack<Ks>(r, no_adstack, capacity_given), ...);
     }(std::make_index_sequence<n_offloads>{});
     for (int p = 0; p < tracked_params; ++p) {
       param_order const& o = po[p];
@@ -595,7 +715,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
         r.pre_params |= param_bit(p);
       else if (o.preceded == verdict::unknown && !at_launch)
         ++r.tape_undecided;
-      record(r, o.overwritten, at_launch, finding::overwritten_after_read, p, o.offload, o.func);
+      record(r, o.overwritten, at_launch, finding::overwritten_after_read, p, o.offload, o.func.s);
     }
     r.needed_params = needed_params;
     r.written_params = written_params;

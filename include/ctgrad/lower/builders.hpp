@@ -15,6 +15,13 @@ namespace ctg {
 
 namespace ir {
 
+// node<op::constant<0>> for each axis (a struct, not an alias, so that nvcc
+// accepts its expansion over an index pack).
+template <std::size_t>
+struct zero_index {
+  using type = node<op::constant<0>>;
+};
+
 // ---- kernel parameters -----------------------------------------------------
 // A field argument as kernel code sees it: indexing gives element handles.
 template <int I, class T, int Rank, bool HasGrad, bool HasDual, buffer Buf = buffer::primal>
@@ -29,14 +36,31 @@ struct field_handle {
   // f() for rank 0, f(i, j, ...) for any rank.
   template <dsl_operand... Idx>
   constexpr auto operator()(Idx const&... idx) const {
-    static_assert(sizeof...(Idx) == Rank,
-                  "CTG-EXPR-007 wrong number of indices: a field of rank R takes R indices");
-    return lvalue<node<access_op, as_expr_t<Idx>...>>{make_expr(access_op{}, idx...)};
+    if constexpr (sizeof...(Idx) == Rank) {
+      return lvalue<node<access_op, as_expr_t<Idx>...>>{make_expr(access_op{}, idx...)};
+    } else {
+      static_assert(sizeof...(Idx) == Rank,
+                    "CTG-EXPR-007 wrong number of indices: a field of rank R takes R indices");
+      return element_at_origin();  // the rest of the kernel still builds: one error, not fifty
+    }
   }
   template <dsl_operand Idx>
   constexpr auto operator[](Idx const& i) const {
-    static_assert(Rank == 1, "CTG-EXPR-007 f[i] indexes rank-1 fields; use f(i, j, ...) for rank > 1");
-    return (*this)(i);
+    if constexpr (Rank == 1) {
+      return (*this)(i);
+    } else {
+      static_assert(Rank == 1, "CTG-EXPR-007 f[i] indexes rank-1 fields; use f(i, j, ...) for rank > 1");
+      return element_at_origin();
+    }
+  }
+  // shape(1) with a plain number: the axis must be a compile-time constant.
+  template <class A>
+    requires std::is_integral_v<A>
+  constexpr auto shape(A) const {
+    static_assert(!std::is_integral_v<A>,
+                  "CTG-EXPR-015 shape(axis) takes a compile-time axis: write f.shape(1_c) (with `using "
+                  "namespace ctg::literals;`) or f.shape(ctg::c<1>); a rank-1 field has f.size()");
+    return node<op::extent<I, 0>>{};
   }
   // The extent of an axis, read at run time: ctg::range(f.shape(0_c), ...).
   // The axis is a compile-time constant (ctg::c<A> or A_c).
@@ -49,6 +73,15 @@ struct field_handle {
   constexpr auto size() const {
     static_assert(Rank == 1, "CTG-EXPR-007 size() is the extent of a rank-1 field; use shape(axis_c)");
     return node<op::extent<I, 0>>{};
+  }
+
+  // An element with every index 0 (what a wrong access turns into after its
+  // error, so that only that error prints).
+  constexpr auto element_at_origin() const {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return lvalue<node<access_op, typename zero_index<Is>::type...>>{
+          make_expr(access_op{}, typename zero_index<Is>::type{}...)};
+    }(std::make_index_sequence<std::size_t(Rank)>{});
   }
 
   // The gradient or tangent buffer of this field, readable and writable like a
@@ -104,12 +137,6 @@ struct pending_call : pending_tag {
 template <class T>
 concept dsl_statement = is_node_v<T> || is_pending_v<T>;
 
-// node<op::constant<0>> for each axis (a struct, not an alias, so that nvcc
-// accepts its expansion over an index pack).
-template <std::size_t>
-struct zero_index {
-  using type = node<op::constant<0>>;
-};
 
 template <class B>
 constexpr auto as_bound(B const& b) {

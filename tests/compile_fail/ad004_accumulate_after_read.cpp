@@ -1,5 +1,7 @@
 // D3 with an accumulation: loss() = x[1] * b(); b() += 100 — the adjoint
 // would read b as 110 instead of 10. The control leaves b alone.
+// expected-kernel {{gdar}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

@@ -1,6 +1,9 @@
 // D1 (the seed's class 1): a nonlinear recurrence in a non-static range nested
 // in the offload, routed through a func, in a kernel built without the
 // adstack. The control keeps the adstack and compiles.
+// expected-kernel {{compute}}
+// expected-func {{inner}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 #if defined(CTG_CONTROL)

@@ -1,5 +1,8 @@
 // D2 on an accumulating destination: out[i] += out[i - 1] * x() at the
 // offload-level loop. The control runs the iterations in order.
+// expected-kernel {{chain}}
+// expected-parameter {{1}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

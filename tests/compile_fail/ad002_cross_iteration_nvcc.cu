@@ -1,5 +1,9 @@
-// D2: cross-iteration read-after-write at the offload-level loop (the seed's
-// TL;DR kernel). The control variant iterates with serial_range and compiles.
+// D2 compiled by nvcc: the same single error as with g++ and clang. The
+// control variant iterates with serial_range and compiles.
+// expected-kernel {{fwd}}
+// expected-func {{body}}
+// expected-parameter {{1}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

@@ -1,5 +1,7 @@
 // D3: x() = cos(t()) * x() reads x, whose value the adjoint of the product
 // needs, then overwrites it. The control writes the result to another field.
+// expected-kernel {{rotate}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {
