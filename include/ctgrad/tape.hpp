@@ -203,16 +203,37 @@ class tape {
         out += rollouts_[std::size_t(l.rollout)]->info.describe();
         continue;
       }
-      out += "#" + std::to_string(l.number) + " " + (l.scope.empty() ? "" : l.scope + ": ") + "kernel '" + l.kernel +
-             "'" + (l.adjoint ? "" : " (no adjoint)");
+      // Appended piece by piece: g++ 12 warns (-Wrestrict, a false
+      // positive) on a chain of operator+ over temporaries here.
+      out += '#';
+      out += std::to_string(l.number);
+      out += ' ';
+      if (!l.scope.empty()) {
+        out += l.scope;
+        out += ": ";
+      }
+      out += "kernel '";
+      out += l.kernel;
+      out += '\'';
+      if (!l.adjoint) out += " (no adjoint)";
       std::string reads, writes;
       for (auto const& u : l.uses) {
-        if (u.needed) reads += (reads.empty() ? "" : ", ") + u.name;
-        if (u.written) writes += (writes.empty() ? "" : ", ") + u.name;
+        if (u.needed) {
+          if (!reads.empty()) reads += ", ";
+          reads += u.name;
+        }
+        if (u.written) {
+          if (!writes.empty()) writes += ", ";
+          writes += u.name;
+        }
       }
-      out += "; adjoint reads " + (reads.empty() ? std::string("nothing") : reads);
-      out += "; writes " + (writes.empty() ? std::string("nothing") : writes);
-      out += "; saved " + std::to_string(l.bytes_saved) + " bytes\n";
+      out += "; adjoint reads ";
+      out += reads.empty() ? std::string("nothing") : reads;
+      out += "; writes ";
+      out += writes.empty() ? std::string("nothing") : writes;
+      out += "; saved ";
+      out += std::to_string(l.bytes_saved);
+      out += " bytes\n";
     }
     out += "total saved: " + std::to_string(bytes_saved_) + " bytes\n";
     return out;
