@@ -30,7 +30,7 @@
 #include "errors.hpp"
 
 #if defined(CTG_HAS_CUDA)
-#  include "backend/cuda/memory.hpp"
+#  include "memory/cuda.hpp"
 #endif
 
 // Checks that cost a look-up per launch on views of user memory (a view

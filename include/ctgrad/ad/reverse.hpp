@@ -14,7 +14,7 @@
 #pragma once
 #include <type_traits>
 
-#include "../backend/atomic.hpp"
+#include "../memory/atomic.hpp"
 #include "../eval/forward.hpp"
 #include "adstack.hpp"
 #include "analysis.hpp"

@@ -5,7 +5,7 @@
 #pragma once
 #include <type_traits>
 
-#include "../backend/atomic.hpp"
+#include "../memory/atomic.hpp"
 #include "../eval/analysis.hpp"
 #include "../eval/forward.hpp"
 #include "../eval/frame.hpp"

@@ -5,7 +5,7 @@
 #pragma once
 #include <type_traits>
 
-#include "../backend/atomic.hpp"
+#include "../memory/atomic.hpp"
 #include "../ir/custom.hpp"
 #include "../ir/expr.hpp"
 #include "../lower/normalize.hpp"

@@ -521,7 +521,3 @@ template <ir::dsl_operand A>
 }
 
 }  // namespace ctg
-
-// The derivative rules of these operations, so that naming an operation
-// always brings its rule along.
-#include "../ad/decomposition_rules.hpp"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "../plan.hpp"
-#include "memory.hpp"
+#include "../../memory/cuda.hpp"
 
 namespace ctg::cuda {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "../../errors.hpp"
+#include "../errors.hpp"
 
 namespace ctg::cuda {
 
