@@ -1,0 +1,47 @@
+// The op table: one row per coefficient-wise unary math operation, its value
+// and its derivative side by side. A row is the whole of a new operation:
+// the IR's function object (ir/math.hpp), the kernel-language function
+// ctg::NAME (ir/expr.hpp, lower/builders.hpp), its derivative rule for the
+// adjoint and the tangent (ad/rules.hpp) and its place in the table-driven
+// tests (tests/unit/math_op_table.cpp) are all generated from it.
+//
+// Columns: X(NAME, KIND, VALUE, DERIVATIVE)
+//   NAME        the function's name, ctg::NAME in kernels
+//   KIND        linear | nonlinear | none (ir::fn::grad_kind): nonlinear
+//               operations keep their operand for the reverse pass; `none`
+//               carries no gradient (piecewise constant), its derivative
+//               column is never used
+//   VALUE       f(x), an expression in the scalar `x` of type `S`
+//   DERIVATIVE  f'(x), an expression in the same `x`
+// Both expressions may call the functions CTG_IMPL_MATH_USING names,
+// unqualified, so that the overloads for float, double and the device's
+// math library are found alike.
+//
+// Deliberately macro-free of includes: it is read by the IR and by the
+// derivative rules, which sit on different levels of the layering.
+#pragma once
+
+#define CTG_IMPL_MATH_USING                                                                               \
+  using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::log,     \
+      std::sqrt, std::abs, std::floor, std::ceil, std::round, std::log1p, std::expm1, std::erf
+
+#define CTG_IMPL_UNARY_OP_TABLE(X)                                                \
+  X(sin, nonlinear, sin(x), cos(x))                                               \
+  X(cos, nonlinear, cos(x), -sin(x))                                              \
+  X(tan, nonlinear, tan(x), S(1) + tan(x) * tan(x))                               \
+  X(tanh, nonlinear, tanh(x), S(1) - tanh(x) * tanh(x))                           \
+  X(asin, nonlinear, asin(x), S(1) / sqrt(S(1) - x * x))                          \
+  X(acos, nonlinear, acos(x), S(-1) / sqrt(S(1) - x * x))                         \
+  X(atan, nonlinear, atan(x), S(1) / (S(1) + x * x))                              \
+  X(exp, nonlinear, exp(x), exp(x))                                               \
+  X(expm1, nonlinear, expm1(x), exp(x))                                           \
+  X(log, nonlinear, log(x), S(1) / x)                                             \
+  X(log1p, nonlinear, log1p(x), S(1) / (S(1) + x))                                \
+  X(erf, nonlinear, erf(x), S(1.1283791670955125739) * exp(-(x * x)))             \
+  X(sqrt, nonlinear, sqrt(x), S(0.5) / sqrt(x))                                   \
+  X(rsqrt, nonlinear, S(1) / sqrt(x), S(-0.5) / (x * sqrt(x)))                    \
+  X(abs, nonlinear, abs(x), S((S(0) < x) - (x < S(0))))                           \
+  X(floor, none, floor(x), S(0))                                                  \
+  X(ceil, none, ceil(x), S(0))                                                    \
+  X(round, none, round(x), S(0))                                                  \
+  X(sign, none, S((S(0) < x) - (x < S(0))), S(0))
