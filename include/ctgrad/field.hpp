@@ -271,10 +271,12 @@ struct block_form {
 };
 inline block_form blocks_of(element_layout const& l) {
   int order[4] = {0, 1, 2, 3};
-  std::sort(order, order + l.rank, [&](int a, int b) { return l.stride[a] < l.stride[b]; });
+  int const rank = std::clamp(l.rank, 0, 4);
+  for (int k = 1; k < rank; ++k)  // insertion sort by stride (at most 4 axes)
+    for (int j = k; j > 0 && l.stride[order[j]] < l.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
   block_form f;
   f.block = std::int64_t(l.element_bytes);
-  for (int k = 0; k < l.rank; ++k) {
+  for (int k = 0; k < rank; ++k) {
     int const a = order[k];
     if (l.extent[a] == 1) continue;
     if (f.axes == 0 && l.stride[a] == f.block) {
