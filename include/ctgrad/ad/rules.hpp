@@ -107,17 +107,20 @@ struct rule {
   static_assert(detail::dependent_false<Fn>, "ctgrad: a math operation was added without its derivative rule");
 };
 
-// Unary operations acting coefficient by coefficient: f'(x) from x.
-#define CTG_IMPL_CWISE_UNARY_RULE(NAME, DERIV)                                                \
+// Unary operations acting coefficient by coefficient: f'(x) from x, from
+// the operation's row of the op table (ir/op_table.hpp). A linear row needs
+// no operand value; a `none` row is never differentiated (its derivative
+// column is a placeholder).
+#define CTG_IMPL_CWISE_UNARY_RULE(NAME, KIND, VALUE, DERIV)                                   \
   template <>                                                                                 \
   struct rule<ir::fn::NAME> {                                                                 \
     template <int K>                                                                          \
     static constexpr bool needs(bool a0) {                                                    \
-      return a0;                                                                              \
+      return a0 && ir::fn::NAME::kind == ir::fn::grad_kind::nonlinear;                        \
     }                                                                                         \
     template <class S>                                                                        \
-    CTG_HOST_DEVICE static S deriv(S x) {                                                     \
-      using std::sin, std::cos, std::tan, std::tanh, std::sqrt, std::exp;                     \
+    CTG_HOST_DEVICE static S deriv([[maybe_unused]] S x) {                                    \
+      CTG_IMPL_MATH_USING;                                                                    \
       return DERIV;                                                                           \
     }                                                                                         \
     template <class A>                                                                        \
@@ -135,20 +138,9 @@ struct rule {
     CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {                                 \
       return cmul(detail::get<0>(d), slope(detail::get<0>(v)));                              \
     }                                                                                         \
-  }
+  };
 
-CTG_IMPL_CWISE_UNARY_RULE(sin, cos(x));
-CTG_IMPL_CWISE_UNARY_RULE(cos, -sin(x));
-CTG_IMPL_CWISE_UNARY_RULE(tan, S(1) + tan(x) * tan(x));
-CTG_IMPL_CWISE_UNARY_RULE(tanh, S(1) - tanh(x) * tanh(x));
-CTG_IMPL_CWISE_UNARY_RULE(asin, S(1) / sqrt(S(1) - x * x));
-CTG_IMPL_CWISE_UNARY_RULE(acos, S(-1) / sqrt(S(1) - x * x));
-CTG_IMPL_CWISE_UNARY_RULE(atan, S(1) / (S(1) + x * x));
-CTG_IMPL_CWISE_UNARY_RULE(exp, exp(x));
-CTG_IMPL_CWISE_UNARY_RULE(log, S(1) / x);
-CTG_IMPL_CWISE_UNARY_RULE(sqrt, S(0.5) / sqrt(x));
-CTG_IMPL_CWISE_UNARY_RULE(rsqrt, S(-0.5) / (x * sqrt(x)));
-CTG_IMPL_CWISE_UNARY_RULE(abs, S((S(0) < x) - (x < S(0))));
+CTG_IMPL_UNARY_OP_TABLE(CTG_IMPL_CWISE_UNARY_RULE)
 #undef CTG_IMPL_CWISE_UNARY_RULE
 
 template <>

@@ -12,6 +12,7 @@
 
 #include "../config.hpp"
 #include "../element.hpp"
+#include "op_table.hpp"
 
 namespace ctg::ir::fn {
 
@@ -63,16 +64,16 @@ CTG_HOST_DEVICE auto zip_coeffs(A const& a, B const& b, F f) {
 
 }  // namespace detail
 
-// Declares a coefficient-wise unary operation from a scalar expression in `x`.
-#define CTG_IMPL_UNARY_FN(NAME, KIND, SCALAR_EXPR)                                    \
+// A coefficient-wise unary operation from its row of the op table
+// (op_table.hpp): its value from a scalar expression in `x`.
+#define CTG_IMPL_UNARY_FN(NAME, KIND, SCALAR_EXPR, DERIVATIVE)                        \
   struct NAME {                                                                       \
     static constexpr char const* name = #NAME;                                        \
     static constexpr grad_kind kind = grad_kind::KIND;                                \
     static constexpr int arity = 1;                                                   \
     template <class S>                                                                \
     CTG_HOST_DEVICE static S scalar(S x) {                                            \
-      using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, \
-          std::exp, std::log, std::sqrt, std::abs, std::floor, std::ceil, std::round; \
+      CTG_IMPL_MATH_USING;                                                            \
       return SCALAR_EXPR;                                                             \
     }                                                                                 \
     template <class A>                                                                \
@@ -82,24 +83,9 @@ CTG_HOST_DEVICE auto zip_coeffs(A const& a, B const& b, F f) {
       else                                                                            \
         return scalar(a);                                                             \
     }                                                                                 \
-  }
+  };
 
-CTG_IMPL_UNARY_FN(sin, nonlinear, sin(x));
-CTG_IMPL_UNARY_FN(cos, nonlinear, cos(x));
-CTG_IMPL_UNARY_FN(tan, nonlinear, tan(x));
-CTG_IMPL_UNARY_FN(tanh, nonlinear, tanh(x));
-CTG_IMPL_UNARY_FN(asin, nonlinear, asin(x));
-CTG_IMPL_UNARY_FN(acos, nonlinear, acos(x));
-CTG_IMPL_UNARY_FN(atan, nonlinear, atan(x));
-CTG_IMPL_UNARY_FN(exp, nonlinear, exp(x));
-CTG_IMPL_UNARY_FN(log, nonlinear, log(x));
-CTG_IMPL_UNARY_FN(sqrt, nonlinear, sqrt(x));
-CTG_IMPL_UNARY_FN(rsqrt, nonlinear, S(1) / sqrt(x));
-CTG_IMPL_UNARY_FN(abs, nonlinear, abs(x));
-CTG_IMPL_UNARY_FN(floor, none, floor(x));
-CTG_IMPL_UNARY_FN(ceil, none, ceil(x));
-CTG_IMPL_UNARY_FN(round, none, round(x));
-CTG_IMPL_UNARY_FN(sign, none, S((S(0) < x) - (x < S(0))));
+CTG_IMPL_UNARY_OP_TABLE(CTG_IMPL_UNARY_FN)
 #undef CTG_IMPL_UNARY_FN
 
 struct neg {

@@ -313,24 +313,19 @@ template <detail::fixed_string Name, class F>
   return func_t<Name, F>{f};
 }
 
-using ir::abs;
-using ir::acos;
-using ir::asin;
-using ir::atan;
+// The coefficient-wise unary functions, one per row of the op table.
+#define CTG_IMPL_USING_UNARY_ROW(NAME, KIND, VALUE, DERIVATIVE) using ir::NAME;
+CTG_IMPL_UNARY_OP_TABLE(CTG_IMPL_USING_UNARY_ROW)
+#undef CTG_IMPL_USING_UNARY_ROW
 using ir::atan2;
 using ir::c;
 using ir::cast;
-using ir::ceil;
 using ir::clamp;
 using ir::cmul;
-using ir::cos;
 using ir::cross;
 using ir::det;
 using ir::dot;
-using ir::exp;
-using ir::floor;
 using ir::inverse;
-using ir::log;
 using ir::mat;
 using ir::max;
 using ir::min;
@@ -339,15 +334,8 @@ using ir::norm_sqr;
 using ir::normalized;
 using ir::outer;
 using ir::pow;
-using ir::round;
-using ir::rsqrt;
 using ir::select;
-using ir::sign;
-using ir::sin;
-using ir::sqrt;
 using ir::stop_grad;
-using ir::tan;
-using ir::tanh;
 using ir::trace;
 using ir::transpose;
 using ir::vec;
