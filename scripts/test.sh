@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/deps.sh
+# Paths below the checkout are hashed relative to it, so that a clone in
+# another directory reuses the compiler cache of this one.
+export CCACHE_BASEDIR="$PWD"
 for preset in ci sanitize memcheck; do
   start=$SECONDS
   cmake --workflow --preset "$preset"
