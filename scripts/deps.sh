@@ -3,8 +3,9 @@
 # missing. Quiet and does nothing when all are present.
 set -euo pipefail
 
+# libdlpack-dev: dlpack.h, for ctg::to_dlpack / ctg::from_dlpack (include/ctgrad/dlpack.hpp).
 # valgrind: the memcheck workflow of scripts/test.sh (and bench/profile.sh).
-packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev valgrind clang-14 clang-19)
+packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev valgrind clang-14 clang-19 libdlpack-dev)
 # Optional, not installed here: libadolc-dev (the ADOL-C comparison in
 # bench/cpu_adolc.cpp, skipped without it).
 
