@@ -25,7 +25,7 @@ using vec2 = Eigen::Vector2d;
 using namespace ctg::literals;
 
 // ---- Part 1: the simulator as it was --------------------------------------------------------------
-// snippet: simulator
+// [snippet: simulator]
 struct particle {
   vec2 x;          // position
   vec2 v;          // velocity
@@ -53,10 +53,10 @@ struct world {
     }
   }
 };
-// end snippet
+// [snippet end]
 
 // ---- Part 2: the same memory, differentiated ------------------------------------------------------
-// snippet: kernels
+// [snippet: kernels]
 auto place = ctg::kernel<"place">([](auto x, auto v, auto spread, auto velocity) {
   return ctg::range(x.size(), [=](auto i) {
     return ctg::block(x[i] = ctg::vec(0.0, 0.1 + 0.01 * ctg::cast<double>(i)), v[i] = spread[i] * velocity());
@@ -79,7 +79,7 @@ auto miss = ctg::kernel<"miss">([](auto x, auto loss, double tx, double ty) {
                       return loss() += ctg::norm_sqr(x[i] - ctg::vec(tx, ty)) / ctg::cast<double>(x.size());
                     }));
 });
-// end snippet
+// [snippet end]
 
 int main(int argc, char** argv) {
   auto const opt = example::parse(argc, argv, "existing_simulator: gradients for a simulator's own particle structs");
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   for (int t = 0; t < steps; ++t) w.step();
   std::vector<particle> const plain = w.particles;
 
-  // snippet: views
+  // [snippet: views]
   // Views of the simulator's own vector: no copy, no new layout.
   auto x = ctg::view_member<ctg::grad>(w.particles, &particle::x, {.name = "x"});
   auto v = ctg::view_member<ctg::grad>(w.particles, &particle::v, {.name = "v"});
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
       step(x, v, mass, w.dt, w.drag, w.floor_stiffness, w.gravity.y());
     miss(x, loss, target.x(), target.y());
   };
-  // end snippet
+  // [snippet end]
 
   // The kernels compute what the plain loop computed, in the same structs.
   velocity.at() = first_guess;
