@@ -131,6 +131,7 @@ class tape {
                            "finished. Fix: call backward() after tape.rollout returns");
     done_ = true;
     stop_recording();
+    for (auto const& check : before_backward_) check();
     for (auto& b : buffers_) b.storage->settle(b.which);
     if (!opts_.keep_gradients)
       for (auto& z : zero_grads_) z();
@@ -266,6 +267,13 @@ class tape {
       run_checkpointed(r, budget);
     return r.info;
   }
+
+  // Runs `check` at the start of backward(), before any gradient is touched:
+  // steps recorded by components outside the core (ctgrad/mpi: collective
+  // steps, which every rank must have recorded alike) verify there that the
+  // adjoints may run; an exception stops backward() with the fields as the
+  // forward pass left them.
+  void before_backward(std::function<void()> check) { before_backward_.push_back(std::move(check)); }
 
   // ---- called by kernel launches; not for users ---------------------------------------------------
   // Before a launch runs: saves what it is about to overwrite that an earlier
@@ -990,6 +998,7 @@ class tape {
   std::set<void const*> gradients_seen_;
   std::vector<std::string> scopes_;
   std::function<void()> seed_;
+  std::vector<std::function<void()>> before_backward_;
   std::size_t bytes_saved_ = 0, live_bytes_ = 0, peak_bytes_ = 0;
   bool done_ = false;
   int launch_count_ = 0;
