@@ -46,6 +46,11 @@ CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_sta
   Plan::finish(f);
 }
 
+template <class V>
+void narrow_first_axis(V const& v, int& lo, int& hi) {
+  if constexpr (requires { v.narrow(lo, hi); }) v.narrow(lo, hi);
+}
+
 // Runs one offload in one pass. `iterations` is adstack_capacity<N> (or -1);
 // `unsized` receives the site of a loop whose adstack no launch can size.
 template <class Pass, int Slots, class Args, class S>
@@ -59,6 +64,9 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   host.status = &status;
   backend::loop_box<A> box;
   eval::forward::bounds(loop, host, box.lo, box.hi);
+  // A bound argument that holds one block of a decomposed field (ctgrad/mpi)
+  // keeps the first axis to the rows this process owns.
+  detail::apply([&](auto const&... v) { (narrow_first_axis(v, box.lo[0], box.hi[0]), ...); }, args);
   auto const& body = detail::get<2 * A>(loop.kids);
 
   long long capacity = 0;
