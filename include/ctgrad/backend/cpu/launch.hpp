@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <type_traits>
+#include <utility>
 
 #include "../plan.hpp"
 #include "thread_pool.hpp"
@@ -51,41 +53,69 @@ void narrow_first_axis(V const& v, int& lo, int& hi) {
   if constexpr (requires { v.narrow(lo, hi); }) v.narrow(lo, hi);
 }
 
-// Runs one offload in one pass. `iterations` is adstack_capacity<N> (or -1);
-// `unsized` receives the site of a loop whose adstack no launch can size.
+// One parallel offload made ready to run on the host in one pass: its loop's
+// bounds evaluated, its box narrowed, its adstack sized. Every host order of
+// running it (the thread pool's chunks here, the race checker's orders in
+// backend/race) starts from this one description. `iterations` is
+// adstack_capacity<N> (or -1).
+template <class Pass, int Slots, class Args, class S>
+struct prepared_offload {
+  using plan = typename Pass::template plan<Args, parallel_offload<S>, Slots>;
+  using loop_type = std::remove_cvref_t<decltype(unwrap_funcs<S>::get(std::declval<parallel_offload<S> const&>().stmt))>;
+  static constexpr int axes = loop_type::op_type::axes;
+  using body_type = std::remove_cvref_t<decltype(detail::get<2 * axes>(std::declval<loop_type const&>().kids))>;
+
+  Args const& args;
+  eval::launch_status& status;
+  body_type const& body;
+  backend::loop_box<axes> box{};
+  long long capacity = 0;  // adstack bytes per thread
+  int unsized_site = -1;   // a loop whose adstack no launch can size (nothing runs)
+
+  prepared_offload(parallel_offload<S> const& o, Args const& a, eval::launch_status& st, long long iterations)
+      : args(a), status(st), body(detail::get<2 * axes>(unwrap_funcs<S>::get(o.stmt).kids)) {
+    auto const& loop = unwrap_funcs<S>::get(o.stmt);
+    typename plan::template frame<false> host;
+    host.args = &args;
+    host.status = &status;
+    eval::forward::bounds(loop, host, box.lo, box.hi);
+    // A bound argument that holds one block of a decomposed field (ctgrad/mpi)
+    // keeps the first axis to the rows this process owns.
+    detail::apply([&](auto const&... v) { (narrow_first_axis(v, box.lo[0], box.hi[0]), ...); }, args);
+    if constexpr (plan::uses_stack) {
+      ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
+      for (int k = 0; k < axes; ++k) env.idx[0][k] = {box.lo[k], box.hi[k] - 1, true};
+      capacity = plan::stack_bytes(body, args, env, iterations, unsized_site);
+    }
+  }
+  std::int64_t count() const { return box.count(); }
+  // A thread's adstack, sized for this offload.
+  std::unique_ptr<std::uint32_t[]> make_stack() const {
+    return std::unique_ptr<std::uint32_t[]>(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
+  }
+  // Iterations [b, e) on the calling thread; `concurrent`: other threads run
+  // other iterations at the same time (accumulations must be atomic).
+  void run(std::int64_t b, std::int64_t e, bool concurrent, std::uint32_t* stack) const {
+    run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, b, e);
+  }
+};
+
+// Runs one offload in one pass over the thread pool. `unsized` receives the
+// site of a loop whose adstack no launch can size.
 template <class Pass, int Slots, class Args, class S>
 void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_status& status,
                  long long iterations = -1, int* unsized = nullptr) {
-  using plan = typename Pass::template plan<Args, parallel_offload<S>, Slots>;
-  auto const& loop = unwrap_funcs<S>::get(o.stmt);
-  constexpr int A = std::remove_cvref_t<decltype(loop)>::op_type::axes;
-  typename plan::template frame<false> host;
-  host.args = &args;
-  host.status = &status;
-  backend::loop_box<A> box;
-  eval::forward::bounds(loop, host, box.lo, box.hi);
-  // A bound argument that holds one block of a decomposed field (ctgrad/mpi)
-  // keeps the first axis to the rows this process owns.
-  detail::apply([&](auto const&... v) { (narrow_first_axis(v, box.lo[0], box.hi[0]), ...); }, args);
-  auto const& body = detail::get<2 * A>(loop.kids);
-
-  long long capacity = 0;
-  if constexpr (plan::uses_stack) {
-    ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
-    for (int a = 0; a < A; ++a) env.idx[0][a] = {box.lo[a], box.hi[a] - 1, true};
-    int site = -1;
-    capacity = plan::stack_bytes(body, args, env, iterations, site);
-    if (site >= 0) {
-      if (unsized) *unsized = site;
-      return;
-    }
+  prepared_offload<Pass, Slots, Args, S> const p(o, args, status, iterations);
+  if (p.unsized_site >= 0) {
+    if (unsized) *unsized = p.unsized_site;
+    return;
   }
   auto& pool = thread_pool::instance();
   // Alone on the calling thread, accumulations need no atomics.
-  bool const concurrent = !pool.runs_on_caller(box.count());
-  pool.parallel_for(box.count(), [&](std::int64_t b, std::int64_t e) {
-    std::unique_ptr<std::uint32_t[]> stack(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
-    run_chunk<plan>(box, body, args, status, stack.get(), capacity, concurrent, b, e);
+  bool const concurrent = !pool.runs_on_caller(p.count());
+  pool.parallel_for(p.count(), [&](std::int64_t b, std::int64_t e) {
+    auto const stack = p.make_stack();
+    p.run(b, e, concurrent, stack.get());
   });
 }
 
