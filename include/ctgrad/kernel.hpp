@@ -10,6 +10,7 @@
 
 #include "backend/cpu/launch.hpp"
 #include "backend/plan.hpp"
+#include "backend/race/launch.hpp"
 #include "check/diagnostics.hpp"
 #if defined(__CUDACC__)
 #  include "backend/cuda/launch.hpp"
@@ -36,6 +37,14 @@ struct adstack_capacity {
 // recorded on a tape for their adjoint (their writes still are, so the tape
 // keeps what other adjoints need).
 struct forward_only {};
+// Host launches run every parallel offload in several iteration orders and
+// fail (CTG-LAUNCH-002) when the results depend on the order: a race between
+// iterations (backend/race). For debugging; -DCTG_RACE_CHECK=1 turns it on
+// for every kernel.
+struct race_check {};
+#ifndef CTG_RACE_CHECK
+#  define CTG_RACE_CHECK 0
+#endif
 
 namespace detail {
 
@@ -129,6 +138,7 @@ template <class... Options>
 struct kernel_options {
   static constexpr bool no_adstack = (std::is_same_v<Options, ctg::no_adstack> || ...);
   static constexpr bool forward_only = (std::is_same_v<Options, ctg::forward_only> || ...);
+  static constexpr bool race_check = CTG_RACE_CHECK || (std::is_same_v<Options, ctg::race_check> || ...);
   // Iterations per loop for loops no launch can bound; -1 when not given.
   static constexpr long long capacity = [] {
     long long n = -1;
@@ -557,16 +567,37 @@ class kernel_t {
       check_at_launch<reverse_checks<A...>>(kir, space, args...);
     }
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      (run_one<Pass, slots>(detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), bound, space, args...), ...);
+      (run_one<Pass, slots>(detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), int(backwards ? count - 1 - Is : Is),
+                            bound, space, args...),
+       ...);
     }(std::make_index_sequence<count>{});
   }
 
   template <class Pass, int Slots, class Offload, class Bound, class... A>
-  void run_one(Offload const& o, Bound const& bound, memory_space space, A const&... args) const {
+  void run_one(Offload const& o, [[maybe_unused]] int number, Bound const& bound, memory_space space, A const&... args) const {
     eval::launch_status status{};
     int unsized = -1;
     if (space == memory_space::host) {
-      cpu::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized);
+      if constexpr (options::race_check) {
+        race::report race;
+        race::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized, race);
+        if (race.found()) {
+          char const* const buffer[] = {"values", "gradient", "tangent"};
+          char const* const pass = std::is_same_v<Pass, backend::forward_pass>   ? "forward pass"
+                                   : std::is_same_v<Pass, backend::reverse_pass> ? "adjoint"
+                                                                                 : "tangent pass";
+          throw launch_error("CTG-LAUNCH-002 kernel '" + std::string(Name.view()) + "': the " + pass +
+                             " of its offload #" + std::to_string(number) + " depends on the order of its iterations: " +
+                             "run in order and " + race::order_name(race.against) + ", the " + buffer[race.buffer] +
+                             " of " + detail::describe_param(race.param, args...) + " differ first at " + race.index +
+                             " (" + race.in_order_value + " against " + race.other_value +
+                             "). An iteration reads what another one writes. Fix: write each element from one "
+                             "iteration only and read elements no other iteration writes (a second field for the "
+                             "new values), or accumulate with +=");
+        }
+      } else {
+        cpu::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized);
+      }
     } else {
 #if defined(__CUDACC__)
       cuda::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized, Name.view());
