@@ -6,6 +6,8 @@ set -euo pipefail
 # libdlpack-dev: dlpack.h, for ctg::to_dlpack / ctg::from_dlpack (include/ctgrad/dlpack.hpp).
 # valgrind: the memcheck workflow of scripts/test.sh (and bench/profile.sh).
 packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev valgrind clang-14 clang-19 libdlpack-dev)
+# OpenMPI: the optional ctgrad::mpi component and its tests (ctest -L mpi).
+packages+=(libopenmpi-dev openmpi-bin)
 # Optional, not installed here: libadolc-dev (the ADOL-C comparison in
 # bench/cpu_adolc.cpp, skipped without it).
 
