@@ -9,10 +9,12 @@
 
 #include "../eval/analysis.hpp"
 #include "rules.hpp"
+#include "../ir/vocabulary.hpp"
 
 namespace ctg::ad {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 
 // A set of frame slots (locals and sites), as a constexpr value.
 template <int N>

@@ -10,10 +10,12 @@
 #include "../eval/forward.hpp"
 #include "../eval/frame.hpp"
 #include "rules.hpp"
+#include "../ir/vocabulary.hpp"
 
 namespace ctg::ad {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 using eval::convert;
 using eval::forward;
 

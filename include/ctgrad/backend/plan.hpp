@@ -9,10 +9,12 @@
 #include "../eval/analysis.hpp"
 #include "../eval/forward.hpp"
 #include "../eval/status.hpp"
+#include "../ir/vocabulary.hpp"
 
 namespace ctg::backend {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 
 template <class Offload>
 struct offload_root;

@@ -8,10 +8,12 @@
 #include <utility>
 
 #include "../ad/analysis.hpp"
+#include "../ir/vocabulary.hpp"
 
 namespace ctg::check {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 
 enum class access_kind { load, store, accumulate, extremum };
 

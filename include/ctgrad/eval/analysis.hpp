@@ -6,10 +6,12 @@
 
 #include "../ir/node.hpp"
 #include "../lower/normalize.hpp"
+#include "../ir/vocabulary.hpp"
 
 namespace ctg::eval {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 
 // ---- slots -----------------------------------------------------------------------------
 // What a statement's own site slot holds (see op::assign and friends).

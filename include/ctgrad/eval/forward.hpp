@@ -11,10 +11,12 @@
 #include "../lower/normalize.hpp"
 #include "frame.hpp"
 #include "reduction.hpp"
+#include "../ir/vocabulary.hpp"
 
 namespace ctg::eval {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 
 // Converts a value to a field or local's element type (C++ conversion rules;
 // Eigen matrices convert coefficient-wise).

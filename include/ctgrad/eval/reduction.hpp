@@ -11,10 +11,12 @@
 #include "../detail/meta.hpp"
 #include "../detail/tuple.hpp"
 #include "../ir/node.hpp"
+#include "../ir/vocabulary.hpp"
 
 namespace ctg::eval {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 
 // An index whose value its type decides: a compile-time constant.
 template <class E>

@@ -8,10 +8,12 @@
 
 #include "../plan.hpp"
 #include "thread_pool.hpp"
+#include "../../ir/vocabulary.hpp"
 
 namespace ctg::cpu {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 
 // Iterations [b, e) of one offload on the calling thread. Everything below is
 // inlined into this one function (see CTG_FLATTEN). The frame is a local of

@@ -18,10 +18,12 @@
 
 #include "../plan.hpp"
 #include "../../memory/cuda.hpp"
+#include "../../ir/vocabulary.hpp"
 
 namespace ctg::cuda {
 
-using namespace ctg::ir;
+CTG_IMPL_IR_VOCABULARY;
+
 
 // Device memory reused across launches: the launch status and the adstack.
 class scratch {
