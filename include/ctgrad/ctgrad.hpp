@@ -4,6 +4,7 @@
 #include "element.hpp"
 #include "errors.hpp"
 #include "field.hpp"
+#include "view.hpp"
 // The kernel language first: an error in a kernel then shows a short include chain.
 #include "lower/builders.hpp"
 #include "ir/custom.hpp"

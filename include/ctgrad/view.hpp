@@ -160,7 +160,9 @@ field<T, Rank, F> make_view(T* data, std::array<std::int64_t, Rank> const& shape
       reach = f.stride[k] * f.extent[k];
     }
   }
-  for (T* p : {opts.grad, opts.dual})
+  // An array, not a braced list: nvcc's host pass mis-parses a range-for over one.
+  T* const companions[] = {opts.grad, opts.dual};
+  for (T* p : companions)
     if (p && misaligned(p))
       view_error("CTG-FIELD-007", name, "gradient or tangent pointer is not aligned to " + std::to_string(alignof(T)) + " bytes");
   if (opts.grad && count > 0 && layouts_overlap(opts.grad, layout, data, layout))

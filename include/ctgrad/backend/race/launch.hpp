@@ -222,7 +222,8 @@ void run_offload(ir::parallel_offload<S> const& o, Args const& args, eval::launc
   std::vector<std::int64_t> shuffled = sequence;
   std::mt19937_64 random(0x5eedULL + std::uint64_t(n));
   std::shuffle(shuffled.begin(), shuffled.end(), random);
-  for (order const other : {order::reversed, order::shuffled}) {
+  order const others[] = {order::reversed, order::shuffled};
+  for (order const other : others) {
     for (auto const& b : buffers) b->restore_start();
     run_in(other == order::reversed ? reversed : shuffled);
     if (status.failed) return;
