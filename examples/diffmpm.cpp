@@ -39,6 +39,7 @@ constexpr double gravity = 9.8;
 constexpr int bound = 3;  // cells of wall on each side
 
 // [snippet: funcs]
+using namespace ctg::literals;  // for 0_c, 1_c, ...
 // Quadratic B-spline weights of the three grid nodes around a particle, from
 // its offset f in [0.5, 1.5) to the first of them (one axis).
 auto const bspline = ctg::func<"bspline">([](auto f) {
@@ -83,6 +84,7 @@ constexpr auto stencil(Body body) {
 // tape saves when the next step overwrites it. A field read again after this
 // launch overwrote it would need two versions and is refused at compile time.
 // [snippet: substep]
+using namespace ctg::literals;  // for 0_c, 1_c, ...
 auto const substep = ctg::kernel<"substep">([](auto x, auto v, auto C, auto F, auto grid_v, auto grid_m,
                                                auto grid_out, int n, double dt, double p_vol) {
   // An n x n grid on the unit box; density 1.

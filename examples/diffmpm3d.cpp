@@ -49,6 +49,7 @@ auto const bspline = ctg::func<"bspline">([](auto f) {
 });
 
 // [snippet: funcs]
+using namespace ctg::literals;  // for 0_c, 1_c, ...
 // Fixed corotated elasticity: the Kirchhoff stress 2 mu (F - R) F^T +
 // lambda (J - 1) J I of deformation F, with R the rotation of F = R S.
 auto const kirchhoff = ctg::func<"kirchhoff">([](auto F) {

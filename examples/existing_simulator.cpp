@@ -57,6 +57,7 @@ struct world {
 
 // ---- Part 2: the same memory, differentiated ------------------------------------------------------
 // [snippet: kernels]
+using namespace ctg::literals;  // for 0_c, 1_c, ...
 auto place = ctg::kernel<"place">([](auto x, auto v, auto spread, auto velocity) {
   return ctg::range(x.size(), [=](auto i) {
     return ctg::block(x[i] = ctg::vec(0.0, 0.1 + 0.01 * ctg::cast<double>(i)), v[i] = spread[i] * velocity());

@@ -84,6 +84,7 @@ robot build_robot(int columns, int rows) {
 // offloads, so that every spring sees the positions from before the step and
 // no iteration reads what another writes (CTG-AD-002).
 // [snippet: step]
+using namespace ctg::literals;  // for 0_c, 1_c, ...
 auto const step = ctg::kernel<"step">([](auto x, auto v, auto v_inc, auto act, auto a, auto b, auto rest, auto w,
                                          auto bias, int t) {
   double const phase = omega * dt * t;

@@ -49,6 +49,7 @@ auto const start = ctg::kernel<"start">([](auto prev, auto now, auto initial) {
 // CTG-AD-002.) Every element of next is written, the edges too: the buffer
 // held p(t-3) before.
 // [snippet: fdtd]
+using namespace ctg::literals;  // for 0_c, 1_c, ...
 auto const fdtd = ctg::kernel<"fdtd">([](auto prev, auto now, auto next) {
   auto const n = now.shape(0_c);
   return ctg::ndrange(n, n, [=](auto i, auto j) {

@@ -34,6 +34,7 @@ namespace {
 constexpr double dt = 0.2;
 
 // [snippet: kernels]
+using namespace ctg::literals;  // for 0_c, 1_c, ...
 // One explicit step of du/dt = kappa lap u; the edges keep their values.
 auto const diffuse = ctg::kernel<"diffuse">([](auto now, auto next, auto kappa) {
   auto const n = now.shape(0_c), m = now.shape(1_c);

@@ -18,6 +18,7 @@ int main() {
   mat3 const squash = turn * vec3(2, 2, 1).asDiagonal() * Eigen::AngleAxisd(-1.1, vec3::UnitY()).toRotationMatrix();
 
   // [snippet: decompositions]
+  using namespace ctg::literals;  // for 0_c, 1_c, ...
   ctg::field<mat3, 1, ctg::grad> F({2}, {.name = "F"}), R({2}, {.name = "R"});
   ctg::field<double, 1, ctg::grad> energy({2}, {.name = "energy"});
   ctg::field<vec3, 1> stretch({2}, {.name = "stretch"});

@@ -14,6 +14,7 @@ int main() {
   b.fill(0.0);
   bool reported = false;
   // [snippet: launch002]
+  using namespace ctg::literals;  // for 0_c, 1_c, ...
   // Fails at launch: iteration i reads a[i], which iteration i - 1 writes.
   auto shift = ctg::kernel<"chain_shift", ctg::race_check>([](auto a) {
     return ctg::range(a.shape(0_c) - 1, [=](auto i) { return a[i + 1] = a[i] + 1.0; });
