@@ -7,6 +7,7 @@
 #include "view.hpp"
 // The kernel language first: an error in a kernel then shows a short include chain.
 #include "lower/builders.hpp"
+#include "lower/normalize.hpp"
 #include "ir/custom.hpp"
 #include "ir/expr.hpp"
 #include "ir/decompositions.hpp"

@@ -305,7 +305,14 @@ constexpr auto lower(Ctx, pending_loop<K, Axes, F, Bounds...> const& p) {
   auto b = lower_seq<Ctx>(p.bounds);
   constexpr int after_bounds = decltype(b)::next_slot;
   auto body = [&]<std::size_t... As>(std::index_sequence<As...>) {
-    return p.body(node<op::loop_index<level, int(As)>>{}...);
+    if constexpr (std::is_void_v<decltype(p.body(node<op::loop_index<Ctx::level, int(As)>>{}...))>) {
+      static_assert(::ctg::detail::dependent_false<std::index_sequence<As...>>,
+                    "CTG-EXPR-010 a loop body returns nothing: did you forget `return`? Write "
+                    "[=](auto i) { return y[i] = ...; } (a loop body returns its statement)");
+      return node<op::block>{};  // an empty statement, so that no second error follows
+    } else {
+      return p.body(node<op::loop_index<Ctx::level, int(As)>>{}...);
+    }
   }(std::make_index_sequence<Axes>{});
   static_assert(dsl_statement<decltype(body)>,
                 "CTG-EXPR-010 a loop body must return a statement (a store, a block, a let, ...)");

@@ -73,7 +73,7 @@ struct scalar_of<T> {
 template <class T>
 auto coefficients(T const& v) {
   if constexpr (requires { T::SizeAtCompileTime; }) {
-    std::vector<double> out(std::size_t(T::SizeAtCompileTime));
+    auto out = std::vector<double>(static_cast<std::size_t>(T::SizeAtCompileTime));
     for (int k = 0; k < int(T::SizeAtCompileTime); ++k) out[std::size_t(k)] = double(v.coeff(k));
     return out;
   } else {

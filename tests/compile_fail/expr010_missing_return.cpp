@@ -1,0 +1,16 @@
+// CTG-EXPR-010: a loop body that forgets `return` (it builds its store and
+// drops it). One error with the ID and the fix, no cascade. The control
+// returns the statement.
+#include <ctgrad/ctgrad.hpp>
+
+int main() {
+  ctg::field<double, 1> a({4}, {.name = "a"});
+  auto k = ctg::kernel<"fill_ones">([](auto a) {
+#if defined(CTG_CONTROL)
+    return ctg::range(a.size(), [=](auto i) { return a[i] = 1.0; });
+#else
+    return ctg::range(a.size(), [=](auto i) { a[i] = 1.0; });  // expected-error {{CTG-EXPR-010 a loop body returns nothing}}
+#endif
+  });
+  k(a);
+}
