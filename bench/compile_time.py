@@ -20,14 +20,19 @@ CPU seconds move less when other work shares the machine.
 With --suite it also times the whole test suite's build from clean (the ci
 preset, 2 jobs, ccache disabled) in a separate build tree.
 
-Writes bench/results/compile_time.json and .csv. Usage:
+Writes bench/results/compile_time.json and .csv, and draws the curve (CPU
+seconds above the headers-alone build against operations, one line per shape
+and compiler, forward + adjoint) into docs/images/ under the name of --out
+(compile_time.svg, compile_time_full.svg). Usage:
 
   bench/compile_time.py [--sizes 10,25,50,100,200] [--compilers g++,clang++] [--suite]
+  bench/compile_time.py --plot bench/results/compile_time_full.csv   (redraw only)
 """
 import argparse
 import csv
 import datetime
 import json
+import math
 import os
 import platform
 import resource
@@ -162,6 +167,88 @@ def suite_build(workdir_name="build/compile-time-ci"):
     return seconds
 
 
+def _seconds(row):
+    v = row.get("cpu_seconds")
+    return float(v) if v not in (None, "") else None
+
+
+def write_svg(rows, path, mode="forward+adjoint", title=None):
+    """Ops against CPU seconds above the same compiler's headers-alone build,
+    one line per (compiler, shape). Above the headers, because that is what a
+    kernel adds to a build and what the growth targets are stated in; a
+    compile that failed or ran out of time ends its line with a cross at the
+    top of the plot."""
+    base = {r["compiler"]: _seconds(r) for r in rows if r["shape"] == "baseline" and _seconds(r) is not None}
+    lines = {}
+    failed = {}
+    for r in rows:
+        if r["mode"] != mode or r["compiler"] not in base:
+            continue
+        key = (r["compiler"], r["shape"])
+        sec = _seconds(r)
+        # with a raised depth or stack a row repeats an (ops, mode): keep the one that compiled
+        if sec is None:
+            failed.setdefault(key, set()).add(int(r["ops"]))
+        else:
+            lines.setdefault(key, {})[int(r["ops"])] = max(sec - base[r["compiler"]], 0.0)
+    for key, ops in failed.items():
+        failed[key] = {n for n in ops if n not in lines.get(key, {})}
+    if not lines:
+        return False
+    xmax = max(max(p) for p in lines.values())
+    xmax = max([xmax] + [max(f) for f in failed.values() if f])
+    ymax = max(max(p.values()) for p in lines.values()) * 1.08
+    step = next(s for s in (1, 2, 5, 10, 20, 25, 50, 100, 200, 500, 1000) if ymax / s <= 8)
+    ymax = step * math.ceil(ymax / step)
+    w, h, left, right, top, bottom = 760, 440, 70, 600, 50, 380
+
+    def px(n):
+        return left + (right - left) * n / xmax
+
+    def py(sec):
+        return bottom - (bottom - top) * sec / ymax
+
+    colors = ["#2c7fb8", "#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e"]
+    s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+         f'<rect width="{w}" height="{h}" fill="white"/>',
+         f'<text x="{(left + right) / 2}" y="24" text-anchor="middle" font-size="15">'
+         f'{title or "compile time of one kernel, " + mode + ", -O2"}</text>',
+         f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="black"/>',
+         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="black"/>']
+    xstep = 50 if xmax > 100 else 25
+    for n in range(0, xmax + 1, xstep):
+        s.append(f'<line x1="{px(n):.1f}" y1="{bottom}" x2="{px(n):.1f}" y2="{top}" stroke="#eeeeee"/>')
+        s.append(f'<text x="{px(n):.1f}" y="{bottom + 16}" text-anchor="middle">{n}</text>')
+    y = 0
+    while y <= ymax:
+        s.append(f'<line x1="{left}" y1="{py(y):.1f}" x2="{right}" y2="{py(y):.1f}" stroke="#eeeeee"/>')
+        s.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
+        y += step
+    s.append(f'<text x="{(left + right) / 2}" y="{bottom + 36}" text-anchor="middle">operations in the kernel</text>')
+    s.append(f'<text x="18" y="{(top + bottom) / 2}" text-anchor="middle" transform="rotate(-90 18 '
+             f'{(top + bottom) / 2})">CPU seconds above the headers alone</text>')
+    # one colour per compiler, solid for expr and dashed for locals
+    compilers = sorted({key[0] for key in lines})
+    for k, (key, pts) in enumerate(sorted(lines.items())):
+        c = colors[compilers.index(key[0]) % len(colors)]
+        dash = ' stroke-dasharray="5 3"' if key[1] == "locals" else ""
+        xy = sorted(pts.items())
+        s.append(f'<polyline points="{" ".join(f"{px(n):.1f},{py(v):.1f}" for n, v in xy)}" fill="none" '
+                 f'stroke="{c}" stroke-width="1.6"{dash}/>')
+        for n, v in xy:
+            s.append(f'<circle cx="{px(n):.1f}" cy="{py(v):.1f}" r="3" fill="{c}"/>')
+        for n in sorted(failed.get(key, ())):
+            s.append(f'<text x="{px(n):.1f}" y="{top + 4}" text-anchor="middle" fill="{c}" font-size="14">×</text>')
+        ly = top + 10 + 18 * k
+        s.append(f'<line x1="{right + 14}" y1="{ly}" x2="{right + 40}" y2="{ly}" stroke="{c}" stroke-width="1.6"{dash}/>')
+        s.append(f'<text x="{right + 46}" y="{ly + 4}">{key[0]} {key[1]}</text>')
+    s.append("</svg>")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(s) + "\n")
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10,25,50,100,200")
@@ -170,7 +257,20 @@ def main():
     ap.add_argument("--suite", action="store_true", help="also time the test suite's build from clean")
     ap.add_argument("--timeout", type=float, default=300, help="seconds after which one compile is stopped")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "compile_time"))
+    ap.add_argument("--svg", help="where the curve goes (default docs/images/ named after --out, so that the "
+                                  "short run and the --full run keep a curve each)")
+    ap.add_argument("--plot", metavar="CSV", help="only redraw the SVG from a CSV this script wrote")
     args = ap.parse_args()
+    if not args.svg:
+        stem = os.path.basename(args.plot or args.out)
+        args.svg = os.path.join(ROOT, "docs", "images", os.path.splitext(stem)[0] + ".svg")
+
+    if args.plot:
+        with open(args.plot, newline="") as f:
+            rows = list(csv.DictReader(f))
+        write_svg(rows, args.svg)
+        print(f"wrote {args.svg}")
+        return
 
     sizes = [int(s) for s in args.sizes.split(",")]
     compilers = [c for c in args.compilers.split(",") if shutil.which(c)]
@@ -243,6 +343,8 @@ def main():
         w.writeheader()
         w.writerows(rows)
     print(f"wrote {args.out}.json and .csv")
+    if write_svg(rows, args.svg):
+        print(f"wrote {args.svg}")
 
 
 if __name__ == "__main__":
