@@ -70,6 +70,16 @@ def main():
     for name, ms in sorted(totals.items(), key=lambda kv: -kv[1])[:16]:
         print(f"  {ms:10.0f}  {name[6:]}")
 
+    # Self time of all instantiations by the namespace they live in (the
+    # first two components of the name: ctg::check, ctg::ad, std, Eigen).
+    spaces = collections.Counter()
+    for e in spans:
+        if e.get("name", "").startswith("Instantiate"):
+            spaces["::".join(e["_key"][1].split("::")[:2]).split("<")[0]] += (e["dur"] - e["_child"]) / 1000.0
+    print("\ninstantiation self time by namespace (ms):")
+    for name, ms in spaces.most_common(8):
+        print(f"  {ms:10.0f}  {name}")
+
     for kind in args.kind.split(","):
         groups = collections.defaultdict(lambda: [0, 0.0, 0.0, 0])
         for e in spans:
