@@ -9,7 +9,7 @@
 
 #include "../eval/analysis.hpp"
 #include "rules.hpp"
-#include "../ir/vocabulary.hpp"
+#include "../lower/vocabulary.hpp"
 
 namespace ctg::ad {
 

@@ -10,7 +10,7 @@
 #include "../eval/forward.hpp"
 #include "../eval/frame.hpp"
 #include "rules.hpp"
-#include "../ir/vocabulary.hpp"
+#include "../lower/vocabulary.hpp"
 
 namespace ctg::ad {
 

@@ -9,7 +9,7 @@
 #include "../eval/analysis.hpp"
 #include "../eval/forward.hpp"
 #include "../eval/status.hpp"
-#include "../ir/vocabulary.hpp"
+#include "../lower/vocabulary.hpp"
 
 namespace ctg::backend {
 

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "../ad/analysis.hpp"
-#include "../ir/vocabulary.hpp"
+#include "../lower/vocabulary.hpp"
 
 namespace ctg::check {
 

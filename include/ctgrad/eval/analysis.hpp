@@ -6,7 +6,7 @@
 
 #include "../ir/node.hpp"
 #include "../lower/normalize.hpp"
-#include "../ir/vocabulary.hpp"
+#include "../lower/vocabulary.hpp"
 
 namespace ctg::eval {
 

@@ -11,7 +11,7 @@
 #include "../lower/normalize.hpp"
 #include "frame.hpp"
 #include "reduction.hpp"
-#include "../ir/vocabulary.hpp"
+#include "../lower/vocabulary.hpp"
 
 namespace ctg::eval {
 

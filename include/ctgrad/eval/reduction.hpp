@@ -11,7 +11,7 @@
 #include "../detail/meta.hpp"
 #include "../detail/tuple.hpp"
 #include "../ir/node.hpp"
-#include "../ir/vocabulary.hpp"
+#include "../lower/vocabulary.hpp"
 
 namespace ctg::eval {
 

@@ -8,7 +8,7 @@
 
 #include "../plan.hpp"
 #include "thread_pool.hpp"
-#include "../../ir/vocabulary.hpp"
+#include "../../lower/vocabulary.hpp"
 
 namespace ctg::cpu {
 

@@ -18,7 +18,7 @@
 
 #include "../plan.hpp"
 #include "../../memory/cuda.hpp"
-#include "../../ir/vocabulary.hpp"
+#include "../../lower/vocabulary.hpp"
 
 namespace ctg::cuda {
 

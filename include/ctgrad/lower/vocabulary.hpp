@@ -2,6 +2,10 @@
 // unqualified, declared one by one in each of their namespaces (no using
 // directive in a header: a user's namespace never receives ctg::ir).
 #pragma once
+// What declares them: the nodes, custom-gradient calls and offloads.
+#include "../ir/custom.hpp"
+#include "../ir/node.hpp"
+#include "normalize.hpp"
 
 #define CTG_IMPL_IR_VOCABULARY \
   using ::ctg::ir::atomic_kind; \
