@@ -21,6 +21,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -263,7 +264,10 @@ std::array<std::int64_t, Rank> packed_byte_strides(std::array<std::int64_t, Rank
   std::int64_t s = std::int64_t(element);
   for (int a = Rank - 1; a >= 0; --a) {
     out[std::size_t(a)] = s;
-    s *= std::max<std::int64_t>(shape[std::size_t(a)], 1);
+    // Saturated, not wrapped: extents whose product overflows are reported
+    // by the checks of the view (CTG-FIELD-006), which run after this.
+    if (__builtin_mul_overflow(s, std::max<std::int64_t>(shape[std::size_t(a)], 1), &s))
+      s = std::numeric_limits<std::int64_t>::max();
   }
   return out;
 }
