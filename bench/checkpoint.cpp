@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cpu_support.hpp"
+#include "heat_kernels.hpp"
 
 namespace {
 
@@ -38,19 +39,9 @@ using scalar = ctg::field<double, 0, ctg::grad>;
 constexpr int cells = 1 << 14;
 constexpr int steps = 512;
 
-inline auto heat = ctg::kernel<"ckpt_heat">([](auto now, auto next, auto d) {
-  return ctg::range(now.size(), [=](auto i) {
-    return ctg::if_(i > 0 && i < now.size() - 1, next[i] = now[i] + d() * (now[i - 1] - 2.0 * now[i] + now[i + 1]),
-                    next[i] = 0.0);
-  });
-});
-inline auto heat_indexed = ctg::kernel<"ckpt_heat_indexed">([](auto u, auto d, int t) {
-  auto const n = u.shape(1_c);
-  return ctg::range(n, [=](auto i) {
-    return ctg::if_(i > 0 && i < n - 1,
-                    u(t + 1, i) = u(t, i) + d() * (u(t, i - 1) - 2.0 * u(t, i) + u(t, i + 1)), u(t + 1, i) = 0.0);
-  });
-});
+using bench::heat;
+using bench::heat_indexed;
+
 inline auto energy = ctg::kernel<"ckpt_energy">([](auto u, auto loss) {
   return ctg::range(u.size(), [=](auto i) { return loss() += u[i] * u[i]; });
 });

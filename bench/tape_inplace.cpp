@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cpu_support.hpp"
+#include "heat_kernels.hpp"
 
 namespace {
 
@@ -133,20 +134,9 @@ constexpr int cells = 1 << 14;
 constexpr int steps = 200;
 constexpr double wave_c = 0.2;
 
-// Heat: next = now + D (now[i-1] - 2 now[i] + now[i+1]) inside, 0 at the ends.
-inline auto heat = ctg::kernel<"heat">([](auto now, auto next, auto d) {
-  return ctg::range(now.size(), [=](auto i) {
-    return ctg::if_(i > 0 && i < now.size() - 1, next[i] = now[i] + d() * (now[i - 1] - 2.0 * now[i] + now[i + 1]),
-                    next[i] = 0.0);
-  });
-});
-inline auto heat_indexed = ctg::kernel<"heat_indexed">([](auto u, auto d, int t) {
-  auto const n = u.shape(1_c);
-  return ctg::range(n, [=](auto i) {
-    return ctg::if_(i > 0 && i < n - 1,
-                    u(t + 1, i) = u(t, i) + d() * (u(t, i - 1) - 2.0 * u(t, i) + u(t, i + 1)), u(t + 1, i) = 0.0);
-  });
-});
+using bench::heat;
+using bench::heat_indexed;
+
 // Wave: next = 2 now - prev + c (now[i-1] - 2 now[i] + now[i+1]), zero outside.
 inline auto wave = ctg::kernel<"wave3">([](auto prev, auto now, auto next) {
   auto const n = now.size();

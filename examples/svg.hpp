@@ -109,6 +109,16 @@ class document {
     body_ << "</g>\n";
   }
 
+  // Column `column` of a row of 300 x 300 panels (a 960 x 370 document holds
+  // three): the map of a rows x cols array scaled to its largest magnitude,
+  // under its title.
+  void panel(int column, std::vector<double> const& values, int rows, int cols, std::string const& title) {
+    double scale = 1e-12;
+    for (double v : values) scale = std::max(scale, std::abs(v));
+    heatmap(values, rows, cols, 10 + 320 * column, 50, 300, 300, scale);
+    text(160 + 320 * column, 38, title, 14, "middle");
+  }
+
   double width() const { return width_; }
   double height() const { return height_; }
 

@@ -138,16 +138,10 @@ int main(int argc, char** argv) {
   // Pictures: the loss, and target / optimised initial field / field at the last step.
   svg::write_loss_curve(example::picture(opt, "wave_loss.svg"), history, "wave: loss per iteration");
   svg::document doc(960, 370);
-  auto panel = [&](int k, std::vector<double> const& values, std::string const& title) {
-    double scale = 1e-12;
-    for (double v : values) scale = std::max(scale, std::abs(v));
-    doc.heatmap(values, n, n, 10 + 320 * k, 50, 300, 300, scale);
-    doc.text(160 + 320 * k, 38, title, 14, "middle");
-  };
   std::vector<double> const last = now.to_vector();  // p(steps)
-  panel(0, target.to_vector(), "target");
-  panel(1, initial.to_vector(), "optimised initial field p(0)");
-  panel(2, last, "p(" + std::to_string(steps) + "): the waves it makes");
+  doc.panel(0, target.to_vector(), n, n, "target");
+  doc.panel(1, initial.to_vector(), n, n, "optimised initial field p(0)");
+  doc.panel(2, last, n, n, "p(" + std::to_string(steps) + "): the waves it makes");
   doc.save(example::picture(opt, "wave_final.svg"));
   return example::finish(opt, "wave", history.front(), history.back(), 5.0, check.worst_relative_error);
 }

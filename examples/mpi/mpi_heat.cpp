@@ -174,10 +174,7 @@ int main(int argc, char** argv) {
       svg::write_loss_curve(example::picture(opt, "mpi_heat_loss.svg"), history, "mpi_heat: loss per iteration");
       svg::document doc(960, 370);
       auto panel = [&](int k, std::vector<double> const& values, std::string const& title) {
-        double scale = 1e-12;
-        for (double v : values) scale = std::max(scale, std::abs(v));
-        doc.heatmap(values, n, n, 10 + 320 * k, 50, 300, 300, scale);
-        doc.text(160 + 320 * k, 38, title, 14, "middle");
+        doc.panel(k, values, n, n, title);
         for (int r = 1; r < world.size(); ++r) {  // the blocks' edges
           double const y = 50 + 300.0 * world.lo(n, r) / n;
           doc.line(10 + 320 * k, y, 310 + 320 * k, y, "#888", 1);

@@ -211,16 +211,16 @@ class checkpoint_schedule {
       bool release;
       int lo, hi, c;
     };
-    std::vector<task> todo{{false, 0, steps_, snapshots_}};
+    std::vector<task> pending{{false, 0, steps_, snapshots_}};
     int at = 0;  // the step before which the fields hold the state, or -1
     actions_.push_back({act::store, 0, 0});
     auto go_to = [&](int lo) {
       if (at != lo) actions_.push_back({act::restore, lo, lo});
       at = lo;
     };
-    while (!todo.empty()) {
-      task const k = todo.back();
-      todo.pop_back();
+    while (!pending.empty()) {
+      task const k = pending.back();
+      pending.pop_back();
       if (k.release) {
         actions_.push_back({act::release, k.lo, k.lo});
         continue;
@@ -242,9 +242,9 @@ class checkpoint_schedule {
         actions_.push_back({act::advance, k.lo, m});
         actions_.push_back({act::store, m, m});
         at = m;
-        todo.push_back({false, k.lo, m, k.c});
-        todo.push_back({true, m, m, 0});
-        todo.push_back({false, m, k.hi, k.c - 1});
+        pending.push_back({false, k.lo, m, k.c});
+        pending.push_back({true, m, m, 0});
+        pending.push_back({false, m, k.hi, k.c - 1});
       }
     }
     actions_.push_back({act::release, 0, 0});

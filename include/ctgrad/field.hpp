@@ -69,6 +69,24 @@ struct field_options {
   memory_space space = memory_space::host;
 };
 
+namespace detail {
+// Whether an index lies inside a view's extents, and how many elements the
+// extents hold: shared by every view type a kernel binds.
+template <class... I>
+CTG_HOST_DEVICE constexpr bool within_extents(int const* extent, I... idx) {
+  int axis = 0;
+  bool ok = true;
+  ((ok = ok && idx >= 0 && idx < extent[axis++]), ...);
+  return ok;
+}
+template <int Rank>
+CTG_HOST_DEVICE constexpr std::int64_t extents_count(int const* extent) {
+  std::int64_t n = 1;
+  for (int a = 0; a < Rank; ++a) n *= extent[a];
+  return n;
+}
+}  // namespace detail
+
 // What a kernel sees of a field: raw pointers and extents, trivially copyable
 // so that it can be passed to a device kernel by value.
 template <class T, int Rank, bool HasGrad, bool HasDual>
@@ -94,16 +112,9 @@ struct field_view {
   }
   template <class... I>
   CTG_HOST_DEVICE constexpr bool in_bounds(I... idx) const {
-    int axis = 0;
-    bool ok = true;
-    ((ok = ok && idx >= 0 && idx < extent[axis++]), ...);
-    return ok;
+    return detail::within_extents(extent, idx...);
   }
-  CTG_HOST_DEVICE constexpr std::int64_t size() const {
-    std::int64_t n = 1;
-    for (int a = 0; a < Rank; ++a) n *= extent[a];
-    return n;
-  }
+  CTG_HOST_DEVICE constexpr std::int64_t size() const { return detail::extents_count<Rank>(extent); }
 };
 
 // A position in a strided buffer, in bytes. `pointer + byte_offset` moves by
@@ -176,16 +187,9 @@ struct strided_field_view {
   }
   template <class... I>
   CTG_HOST_DEVICE constexpr bool in_bounds(I... idx) const {
-    int axis = 0;
-    bool ok = true;
-    ((ok = ok && idx >= 0 && idx < extent[axis++]), ...);
-    return ok;
+    return detail::within_extents(extent, idx...);
   }
-  CTG_HOST_DEVICE constexpr std::int64_t size() const {
-    std::int64_t n = 1;
-    for (int a = 0; a < Rank; ++a) n *= extent[a];
-    return n;
-  }
+  CTG_HOST_DEVICE constexpr std::int64_t size() const { return detail::extents_count<Rank>(extent); }
 };
 
 namespace detail {

@@ -17,7 +17,7 @@
 // unqualified, so that the overloads for float, double and the device's
 // math library are found alike.
 //
-// Deliberately macro-free of includes: it is read by the IR and by the
+// It includes nothing: it is read by the IR and by the
 // derivative rules, which sit on different levels of the layering.
 #pragma once
 

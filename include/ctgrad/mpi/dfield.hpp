@@ -85,16 +85,9 @@ struct block_view {
   // Inside the global shape, as on a plain field, and inside the rows stored here.
   template <class I0, class... I>
   CTG_HOST_DEVICE constexpr bool in_bounds(I0 i0, I... idx) const {
-    bool ok = i0 >= 0 && i0 < extent[0] && i0 >= first && i0 < first + stored;
-    int axis = 1;
-    ((ok = ok && idx >= 0 && idx < extent[axis++]), ...);
-    return ok;
+    return ::ctg::detail::within_extents(extent, i0, idx...) && i0 >= first && i0 < first + stored;
   }
-  CTG_HOST_DEVICE constexpr std::int64_t size() const {
-    std::int64_t n = 1;
-    for (int a = 0; a < Rank; ++a) n *= extent[a];
-    return n;
-  }
+  CTG_HOST_DEVICE constexpr std::int64_t size() const { return ::ctg::detail::extents_count<Rank>(extent); }
   // The CPU backend keeps the first axis of a parallel loop to the owned rows.
   CTG_HOST_DEVICE constexpr void narrow(int& lo, int& hi) const {
     lo = lo > own_lo ? lo : own_lo;

@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../element.hpp"
 #include "../cpu/launch.hpp"
 
 namespace ctg::race {
@@ -50,25 +51,10 @@ struct report {
 
 namespace detail {
 
+// Floating-point elements (scalars and Eigen matrices of them) compare up to
+// the rounding that the order of accumulations changes.
 template <class T>
-constexpr bool is_floating_element() {
-  if constexpr (std::is_floating_point_v<T>)
-    return true;
-  else if constexpr (requires { typename T::Scalar; })
-    return std::is_floating_point_v<typename T::Scalar>;
-  else
-    return false;
-}
-
-template <class T>
-struct scalar_of {
-  using type = T;
-};
-template <class T>
-  requires requires { typename T::Scalar; }
-struct scalar_of<T> {
-  using type = typename T::Scalar;
-};
+inline constexpr bool is_floating_element = std::is_floating_point_v<scalar_of_t<T>>;
 
 template <class T>
 auto coefficients(T const& v) {
@@ -101,8 +87,8 @@ double magnitude(T const& v) {
 
 template <class T>
 bool same(T const& a, T const& b, double scale) {
-  if constexpr (is_floating_element<T>()) {
-    double const tolerance = std::sqrt(double(std::numeric_limits<typename scalar_of<T>::type>::epsilon()));
+  if constexpr (is_floating_element<T>) {
+    double const tolerance = std::sqrt(double(std::numeric_limits<scalar_of_t<T>>::epsilon()));
     auto const ca = coefficients(a), cb = coefficients(b);
     for (std::size_t k = 0; k < ca.size(); ++k) {
       if (std::isnan(ca[k]) && std::isnan(cb[k])) continue;
@@ -145,7 +131,7 @@ struct buffer_copy final : buffer_base {
   }
   std::int64_t first_difference(std::string& ref, std::string& now, std::string& index) const override {
     double scale = 0;
-    if constexpr (is_floating_element<T>())
+    if constexpr (is_floating_element<T>)
       for (auto const& v : reference) scale = std::max(scale, magnitude(v));
     for (std::int64_t i = 0; i < n; ++i) {
       T const v = p[i];
