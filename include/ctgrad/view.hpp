@@ -180,6 +180,7 @@ field<T, Rank, F> make_view(T* data, std::array<std::int64_t, Rank> const& shape
 
   constexpr bool wants_grad = has_flag(F, flags::grad), wants_dual = has_flag(F, flags::dual);
   std::shared_ptr<field_storage> storage;
+  bool created = false;
   {
     auto& registry = view_registry::get();
     std::lock_guard lock(registry.mutex);
@@ -224,6 +225,7 @@ field<T, Rank, F> make_view(T* data, std::array<std::int64_t, Rank> const& shape
       }
     } else {
       storage = std::make_shared<field_storage>();
+      created = true;
       storage->space = opts.space;
       storage->name = name;
       storage->bytes = std::size_t(count) * sizeof(T);
@@ -244,7 +246,23 @@ field<T, Rank, F> make_view(T* data, std::array<std::int64_t, Rank> const& shape
       storage->watch_owner = owner_given;
       registry.live.push_back(storage);
     }
-    if (opts.keep_alive && !storage->keep_alive) storage->keep_alive = opts.keep_alive;
+    if (opts.keep_alive) {
+      if (created) {
+        storage->keep_alive = opts.keep_alive;
+      } else {
+        // The memory already has a live view, so its owner is kept by that
+        // view's maker. What this call was given is kept by this call's
+        // handles only: stored in the shared storage it could hold that
+        // storage itself (a field exported with to_dlpack and taken back
+        // holds its storage), a cycle nothing would free.
+        struct held_view {
+          std::shared_ptr<field_storage> storage;
+          std::shared_ptr<void> keep_alive;
+        };
+        auto const held = std::make_shared<held_view>(held_view{storage, opts.keep_alive});
+        storage = std::shared_ptr<field_storage>(held, held->storage.get());
+      }
+    }
   }
 
   adopted_memory<T, Rank> m;

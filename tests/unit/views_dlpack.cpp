@@ -83,14 +83,24 @@ TEST_CASE("a member of an array of structs round-trips through DLPack strides") 
   };
   std::vector<particle> p(5, particle{Eigen::Vector3d(1, 2, 3), 4.0});
   auto x = ctg::view_member(p, &particle::x, {.name = "x"});
+  long const handles = x.use_count();
   DLManagedTensor* out = ctg::to_dlpack(x);
+  CHECK(x.use_count() == handles + 1);  // the tensor holds the view
   CHECK(out->dl_tensor.ndim == 2);
   CHECK(out->dl_tensor.shape[1] == 3);
   CHECK(out->dl_tensor.strides[0] == std::int64_t(sizeof(particle) / sizeof(double)));
   CHECK(out->dl_tensor.strides[1] == 1);
-  auto back = ctg::from_dlpack<Eigen::Vector3d, 1, ctg::strided>(out, {.name = "x back"});
-  CHECK(back.storage() == x.storage());  // one layout, one storage
-  CHECK(back.at(4) == Eigen::Vector3d(1, 2, 3));
+  {
+    auto back = ctg::from_dlpack<Eigen::Vector3d, 1, ctg::strided>(out, {.name = "x back"});
+    CHECK(back.storage() == x.storage());  // one layout, one storage
+    CHECK(back.at(4) == Eigen::Vector3d(1, 2, 3));
+    auto copy = back;
+    back = decltype(back){};
+    CHECK(copy.at(0) == Eigen::Vector3d(1, 2, 3));  // a copy of the handle still holds the tensor
+  }
+  // The taken-back tensor held x's storage; the last handle made from it
+  // went, so its deleter ran and nothing holds the storage in a cycle.
+  CHECK(x.use_count() == handles);
 }
 
 TEST_CASE("DLPack mismatches are CTG-FIELD-010, and the tensor is released") {
