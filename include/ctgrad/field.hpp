@@ -28,6 +28,7 @@
 #include "config.hpp"
 #include "element.hpp"
 #include "errors.hpp"
+#include "memory/copy_cache.hpp"
 
 #if defined(CTG_HAS_CUDA)
 #  include "memory/cuda.hpp"
@@ -410,7 +411,7 @@ struct field_storage {
   std::weak_ptr<void const> memory_owner;   // views: what owns the memory, watched (CTG_VIEW_CHECKS)
   bool watch_owner = false;
 
-  static constexpr std::size_t alignment = 64;
+  static constexpr std::size_t alignment = detail::copy_cache::alignment;  // of host buffers, copies included
 
   void* buffer(int which) const { return which == 0 ? primal : which == 1 ? grad : dual; }
 
@@ -431,6 +432,9 @@ struct field_storage {
                        "CUDA (link ctgrad::cuda)");
 #endif
   }
+  // Where copies of this storage's values (a tape's saved versions) take
+  // their blocks from and give them back to.
+  detail::copy_cache& copy_blocks() const { return detail::copy_cache::of(space == memory_space::device); }
   void release(void* p) noexcept {
     if (!p) return;
     if (space == memory_space::host) {

@@ -478,8 +478,10 @@ class tape {
   // A copy of the buffer's current contents, for the holders of its version.
   std::size_t copy_now(tracked& t, kept_copy& k) {
     auto const& s = *t.storage;
-    void* copy = s.allocate();
-    k.data = std::shared_ptr<void>(copy, [storage = t.storage](void* p) { storage->release(p); });
+    detail::copy_cache& blocks = s.copy_blocks();
+    std::size_t block = 0;
+    void* copy = blocks.take(s.bytes, block, s.name);
+    k.data = std::shared_ptr<void>(copy, [&blocks, block](void* p) { blocks.give_back(p, block); });
     s.copy_within_space(copy, s.buffer(t.which));
     bytes_saved_ += s.bytes;
     live_bytes_ += s.bytes;

@@ -32,11 +32,17 @@ inline bool device_available(std::string* why = nullptr) {
   return true;
 }
 
-inline void* device_malloc(std::size_t bytes, std::string const& what) {
+// Device memory whose contents are undefined (for buffers written in full
+// before they are read).
+inline void* device_malloc_uninitialized(std::size_t bytes, std::string const& what) {
   void* p = nullptr;
   if (bytes == 0) return nullptr;
   check(cudaMalloc(&p, bytes), "cudaMalloc for " + what);
-  check(cudaMemset(p, 0, bytes), "cudaMemset for " + what);
+  return p;
+}
+inline void* device_malloc(std::size_t bytes, std::string const& what) {
+  void* p = device_malloc_uninitialized(bytes, what);
+  if (p) check(cudaMemset(p, 0, bytes), "cudaMemset for " + what);
   return p;
 }
 
