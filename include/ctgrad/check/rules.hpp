@@ -83,16 +83,16 @@ struct func_chain {
   }
 };
 // The funcs on the path from a root to a node, outermost first.
-template <class Root, class Path, class Prefix = std::index_sequence<>>
+template <class Here, class Path>
 struct path_funcs {
   static constexpr void into(func_chain&) {}
 };
-template <class Root, std::size_t P, std::size_t... Rest, std::size_t... Done>
-struct path_funcs<Root, std::index_sequence<P, Rest...>, std::index_sequence<Done...>> {
-  using here = node_at_t<Root, std::index_sequence<Done...>>;
+template <class Here, std::size_t P, std::size_t... Rest>
+struct path_funcs<Here, std::index_sequence<P, Rest...>> {
   static constexpr void into(func_chain& c) {
-    if constexpr (is_func_scope_op<typename here::op_type>) c.append(here::op_type::name.c_str());
-    path_funcs<Root, std::index_sequence<Rest...>, std::index_sequence<Done..., P>>::into(c);
+    if constexpr (is_func_scope_op<typename Here::op_type>) c.append(Here::op_type::name.c_str());
+    using kid_t = std::remove_cvref_t<decltype(detail::get<P>(std::declval<Here const&>().kids))>;
+    path_funcs<kid_t, std::index_sequence<Rest...>>::into(c);
   }
 };
 // The funcs wrapping a top-level statement (a func holding the offload loop).
