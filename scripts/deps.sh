@@ -8,6 +8,9 @@ set -euo pipefail
 packages=(cmake ninja-build g++ ccache libeigen3-dev doctest-dev libbenchmark-dev valgrind clang-14 clang-19 libdlpack-dev)
 # OpenMPI: the optional ctgrad::mpi component and its tests (ctest -L mpi).
 packages+=(libopenmpi-dev openmpi-bin)
+# python3-venv, python3-dev: the test python.dlpack (a nanobind extension in a
+# virtual environment; NumPy and nanobind come from PyPI, never the headers).
+packages+=(python3-venv python3-dev)
 # Optional, not installed here: libadolc-dev (the ADOL-C comparison in
 # bench/cpu_adolc.cpp, skipped without it).
 
