@@ -162,40 +162,44 @@ class kernel_t {
   // fields its adjoint will read.
   template <class... A>
   void operator()(A const&... args) const {
-    constexpr bool differentiable = (detail::has_grad_arg<A> || ...) && !options::forward_only;
-    tape* const t = detail::active_tape();
-    std::size_t entry = 0;
-    std::vector<detail::launch_use> uses;
-    if constexpr (differentiable) {
-      using checks = reverse_checks<A...>;
-      constexpr report on_tape = checks::findings.for_tape();
-      if constexpr (!on_tape.ok()) {
-        // The first finding, as one compile error at this launch (see grad()).
-        (void)sizeof(typename first_diagnostic<Name, checks::tape_findings, detail::type_list<A...>>::type);
-        return;
+    if constexpr (misused<A...>) {
+      (void)sizeof(misuse_report_t<A...>);  // here, so that the error's notes stop at the launch
+    } else {
+      constexpr bool differentiable = (detail::has_grad_arg<A> || ...) && !options::forward_only;
+      tape* const t = detail::active_tape();
+      std::size_t entry = 0;
+      std::vector<detail::launch_use> uses;
+      if constexpr (differentiable) {
+        using checks = reverse_checks<A...>;
+        constexpr report on_tape = checks::findings.for_tape();
+        if constexpr (!on_tape.ok()) {
+          // The first finding, as one compile error at this launch (see grad()).
+          (void)sizeof(typename first_diagnostic<Name, checks::tape_findings, detail::type_list<A...>>::type);
+          return;
+        } else {
+          if (t) {
+            check_aliasing(args...);
+            unsigned long long const before = tape_pre_params<checks>(args...);
+            uses = launch_uses(checks::findings.needed_params, before, checks::findings.written_params,
+                               read_params<A...>(), args...);
+            entry = t->begin_launch(Name.view(), uses);
+          }
+          run_forward(t, entry, uses, args...);
+        }
       } else {
+        if constexpr ((detail::has_grad_arg<A> || ...)) {
+          if (t)
+            throw autodiff_error("CTG-TAPE-004 kernel '" + std::string(Name.view()) +
+                                 "' is ctg::forward_only, but was launched on fields with gradients under a "
+                                 "ctg::tape: the tape would miss its adjoint. Fix: drop ctg::forward_only (the "
+                                 "kernel's adjoint is then checked at compile time), or launch it outside the tape");
+        }
         if (t) {
-          check_aliasing(args...);
-          unsigned long long const before = tape_pre_params<checks>(args...);
-          uses = launch_uses(checks::findings.needed_params, before, checks::findings.written_params,
-                             read_params<A...>(), args...);
+          uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
           entry = t->begin_launch(Name.view(), uses);
         }
         run_forward(t, entry, uses, args...);
       }
-    } else {
-      if constexpr ((detail::has_grad_arg<A> || ...)) {
-        if (t)
-          throw autodiff_error("CTG-TAPE-004 kernel '" + std::string(Name.view()) +
-                               "' is ctg::forward_only, but was launched on fields with gradients under a "
-                               "ctg::tape: the tape would miss its adjoint. Fix: drop ctg::forward_only (the "
-                               "kernel's adjoint is then checked at compile time), or launch it outside the tape");
-      }
-      if (t) {
-        uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
-        entry = t->begin_launch(Name.view(), uses);
-      }
-      run_forward(t, entry, uses, args...);
     }
   }
 
@@ -203,14 +207,18 @@ class kernel_t {
   // the gradients of what it read (see docs/02-autodiff.md).
   template <class... A>
   void grad(A const&... args) const {
-    using checks = reverse_checks<A...>;
-    // The first finding, if any, as one compile error naming kernel, field
-    // parameter and func; the launch is then not instantiated at all.
-    if constexpr (!checks::ok) {
-      (void)sizeof(typename first_diagnostic<Name, checks::findings, detail::type_list<A...>>::type);
+    if constexpr (misused<A...>) {
+      (void)sizeof(misuse_report_t<A...>);  // here, so that the error's notes stop at the launch
     } else {
-      check_unchanged_since_forward(checks::findings.needed_params, args...);
-      launch<backend::reverse_pass>(args...);
+      using checks = reverse_checks<A...>;
+      // The first finding, if any, as one compile error naming kernel, field
+      // parameter and func; the launch is then not instantiated at all.
+      if constexpr (!checks::ok) {
+        (void)sizeof(typename first_diagnostic<Name, checks::findings, detail::type_list<A...>>::type);
+      } else {
+        check_unchanged_since_forward(checks::findings.needed_params, args...);
+        launch<backend::reverse_pass>(args...);
+      }
     }
   }
 
@@ -225,13 +233,17 @@ class kernel_t {
   // .dual() into the outputs' .dual().
   template <class... A>
   void fwd(A const&... args) const {
-    using kir_t = typename reverse_checks<A...>::kir_t;
-    static constexpr report const& findings = tangent_findings<decltype(kir_t::offloads)>;
-    if constexpr (!findings.ok()) {
-      (void)sizeof(typename first_diagnostic<Name, tangent_findings<decltype(kir_t::offloads)>,
-                                             detail::type_list<A...>>::type);
+    if constexpr (misused<A...>) {
+      (void)sizeof(misuse_report_t<A...>);  // here, so that the error's notes stop at the launch
     } else {
-      launch<backend::tangent_pass>(args...);
+      using kir_t = typename reverse_checks<A...>::kir_t;
+      static constexpr report const& findings = tangent_findings<decltype(kir_t::offloads)>;
+      if constexpr (!findings.ok()) {
+        (void)sizeof(typename first_diagnostic<Name, tangent_findings<decltype(kir_t::offloads)>,
+                                               detail::type_list<A...>>::type);
+      } else {
+        launch<backend::tangent_pass>(args...);
+      }
     }
   }
 
@@ -244,6 +256,25 @@ class kernel_t {
   }
 
  private:
+  // The IR's type for arguments of these types (what every check reads).
+  template <class... A>
+  struct built {
+    template <std::size_t... Is>
+    static auto build(std::index_sequence<Is...>)
+        -> decltype(ir::build_kernel_ir(std::declval<F const&>(),
+                                        ir::arg_traits<int(Is), A>::handle(std::declval<A const&>())...));
+    using type = decltype(build(std::index_sequence_for<A...>{}));
+  };
+  // A mistake in the body that its types show (ir/misuse.hpp): reported at
+  // the launch as one error, before any check or backend is instantiated.
+  template <class... A>
+  using misuse_t = ir::first_misuse_t<decltype(built<A...>::type::offloads)>;
+  template <class... A>
+  static constexpr bool misused = !std::is_void_v<misuse_t<A...>>;
+  template <class... A>
+  using misuse_report_t = typename misuse_diagnostic_of<Name, misuse_t<A...>, decltype(built<A...>::type::offloads),
+                                                        detail::type_list<A...>>::type;
+
   template <std::size_t... Is, class... A>
   auto ir_for(std::index_sequence<Is...>, A const&... args) const {
     return ir::build_kernel_ir(body_, ir::arg_traits<int(Is), std::remove_cvref_t<A>>::handle(args)...);
@@ -257,11 +288,7 @@ class kernel_t {
   // What the reverse pass of this kernel needs, decided from the types.
   template <class... A>
   struct reverse_checks {
-    template <std::size_t... Is>
-    static auto build(std::index_sequence<Is...>)
-        -> decltype(ir::build_kernel_ir(std::declval<F const&>(),
-                                        ir::arg_traits<int(Is), A>::handle(std::declval<A const&>())...));
-    using kir_t = decltype(build(std::index_sequence_for<A...>{}));
+    using kir_t = typename built<A...>::type;
     using args_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
     using offloads_t = decltype(kir_t::offloads);
     using rules = check::kernel_checks<args_t, offloads_t, kir_t::slots>;

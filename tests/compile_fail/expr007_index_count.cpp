@@ -1,4 +1,8 @@
 // CTG-EXPR-007: a rank-2 field indexed with one index. The control gives two.
+// The error comes at the launch, naming the kernel and the field parameter.
+// expected-kernel {{diag}}
+// expected-parameter {{0}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {
@@ -7,8 +11,8 @@ int main() {
 #if defined(CTG_CONTROL)
     return ctg::range(3, [=](auto i) { return m(i, i) = 1.0f; });
 #else
-    return ctg::range(3, [=](auto i) { return m(i) = 1.0f; });  // expected-error {{CTG-EXPR-007}}
+    return ctg::range(3, [=](auto i) { return m(i) = 1.0f; });
 #endif
   });
-  k(m);
+  k(m);  // expected-error {{CTG-EXPR-007}}
 }

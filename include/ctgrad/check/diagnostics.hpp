@@ -19,6 +19,7 @@
 
 #include "../detail/fixed_string.hpp"
 #include "../detail/meta.hpp"
+#include "../ir/misuse.hpp"
 #include "findings.hpp"
 #include "rules.hpp"
 
@@ -103,7 +104,8 @@ template <class K, int P, class T, class F>
 struct compose<where<in_kernel<K>, parameter<P, T>, in_funcs<F>>> {
   static constexpr composed_message with(char const* message) {
     composed_message m;
-    for (int k = 0; k < 10 && message[k]; ++k) m.buf[m.n++] = message[k];  // the ID
+    int id = 0;  // the ID: CTG-AD-002, CTG-EXPR-007
+    for (; message[id] && message[id] != ' '; ++id) m.buf[m.n++] = message[id];
     m.put(" in kernel '");
     m.put(K::chars);
     m.put("'");
@@ -117,7 +119,7 @@ struct compose<where<in_kernel<K>, parameter<P, T>, in_funcs<F>>> {
       m.put("'");
     }
     m.put(":");
-    m.put(message + 10);
+    m.put(message + id);
     return m;
   }
 };
@@ -224,6 +226,98 @@ struct first_diagnostic {
   using param_type = typename detail::nth_type<Args, first.param>::type;
   using type = diagnostic<first.what, where<in_kernel<kernel_text>, parameter<first.param, param_type>,
                                             in_funcs<func_text>>>;
+};
+
+// Mistakes the body's types show (ir/misuse.hpp), each with its message.
+#define CTG_IMPL_MSG_EXPR_007_COUNT \
+  "CTG-EXPR-007 wrong number of indices: a field takes one index per axis, f(i) for rank 1, f(i, j) for "\
+  "rank 2 (the misuse type shows the field's rank and the indices given). Fix: give one index per axis"
+#define CTG_IMPL_MSG_EXPR_007_SUBSCRIPT \
+  "CTG-EXPR-007 f[i] indexes a rank-1 field, and this field has more axes (the misuse type shows its "\
+  "rank). Fix: write f(i, j, ...) with one index per axis"
+
+#define CTG_IMPL_MSG_EXPR_010_RETURN \
+  "CTG-EXPR-010 a loop body returns nothing: did you forget `return`? Write [=](auto i) { return y[i] = "\
+  "...; } (a loop body returns its statement)"
+
+template <class Misuse, class Where>
+struct misuse_diagnostic {
+  static constexpr bool raised = true;
+};
+template <int P, int R, int G, class W>
+struct misuse_diagnostic<ir::misuse<ir::misuse_kind::index_count, P, R, G>, W> {
+  static_assert(detail::dependent_false<W>, CTG_IMPL_DIAGNOSTIC_MESSAGE(CTG_IMPL_MSG_EXPR_007_COUNT, W));
+  static constexpr bool raised = true;
+};
+template <int P, int R, int G, class W>
+struct misuse_diagnostic<ir::misuse<ir::misuse_kind::subscript_rank, P, R, G>, W> {
+  static_assert(detail::dependent_false<W>, CTG_IMPL_DIAGNOSTIC_MESSAGE(CTG_IMPL_MSG_EXPR_007_SUBSCRIPT, W));
+  static constexpr bool raised = true;
+};
+
+namespace detail {
+
+// The funcs on the way from T down to the first misuse, outermost first;
+// false where T holds none.
+template <class T>
+struct funcs_to_misuse {
+  static constexpr bool into(check::func_chain&) { return false; }
+};
+template <template <class...> class C, class... Ts>
+struct funcs_to_misuse<C<Ts...>> {
+  static constexpr bool into(check::func_chain& c) {
+    bool found = false;
+    ((found = found || [&] {
+       check::func_chain below = c;
+       if (!funcs_to_misuse<Ts>::into(below)) return false;
+       c = below;
+       return true;
+     }()),
+     ...);
+    return found;
+  }
+};
+template <class Op, class... Kids>
+struct funcs_to_misuse<ir::node<Op, Kids...>> {
+  static constexpr bool into(check::func_chain& c) {
+    if constexpr (!std::is_void_v<ir::first_misuse_t<Op>>) {
+      return true;
+    } else {
+      check::func_chain here = c;
+      if constexpr (ir::is_func_scope_op<Op>) here.append(Op::name.c_str());
+      if (!funcs_to_misuse<detail::type_list<Kids...>>::into(here)) return false;
+      c = here;
+      return true;
+    }
+  }
+};
+template <class T>
+constexpr check::func_chain funcs_to_misuse_of() {
+  check::func_chain c;
+  funcs_to_misuse<T>::into(c);
+  return c;
+}
+
+}  // namespace detail
+
+template <int P, int R, int G, class W>
+struct misuse_diagnostic<ir::misuse<ir::misuse_kind::missing_return, P, R, G>, W> {
+  static_assert(detail::dependent_false<W>, CTG_IMPL_DIAGNOSTIC_MESSAGE(CTG_IMPL_MSG_EXPR_010_RETURN, W));
+  static constexpr bool raised = true;
+};
+
+// The misuse as one compile error naming the kernel, the field parameter and
+// the funcs it sits in.
+template <detail::fixed_string Kernel, class Misuse, class Offloads, class Args>
+struct misuse_diagnostic_of {
+  static constexpr char const* kernel_chars = Kernel.chars;
+  static constexpr check::func_chain funcs = detail::funcs_to_misuse_of<Offloads>();
+  static constexpr char const* func_chars = funcs.s;
+  using kernel_text = typename detail::text_of_chars<Kernel.view().size(), kernel_chars>::type;
+  using func_text = typename detail::text_of_chars<detail::length(funcs.s), func_chars>::type;
+  using param_type = typename detail::nth_type<Args, Misuse::param>::type;
+  using type = misuse_diagnostic<Misuse, where<in_kernel<kernel_text>, parameter<Misuse::param, param_type>,
+                                               in_funcs<func_text>>>;
 };
 
 }  // namespace ctg

@@ -10,6 +10,7 @@
 
 #include "../field.hpp"
 #include "../ir/expr.hpp"
+#include "../ir/misuse.hpp"
 
 namespace ctg {
 
@@ -38,18 +39,24 @@ struct field_handle {
   constexpr auto operator()(Idx const&... idx) const {
     if constexpr (sizeof...(Idx) == Rank) {
       return lvalue<node<access_op, as_expr_t<Idx>...>>{make_expr(access_op{}, idx...)};
+    } else if constexpr (Rank > 0) {
+      // Reported at the launch (ir/misuse.hpp); the rest of the kernel still
+      // builds around the stand-in: one error, not fifty.
+      return misused<misuse_kind::index_count, int(sizeof...(Idx))>();
     } else {
       static_assert(sizeof...(Idx) == Rank,
-                    "CTG-EXPR-007 wrong number of indices: a field of rank R takes R indices");
-      return element_at_origin();  // the rest of the kernel still builds: one error, not fifty
+                    "CTG-EXPR-007 wrong number of indices: a field of rank 0 takes none, f()");
+      return element_at_origin();
     }
   }
   template <dsl_operand Idx>
   constexpr auto operator[](Idx const& i) const {
     if constexpr (Rank == 1) {
       return (*this)(i);
+    } else if constexpr (Rank > 1) {
+      return misused<misuse_kind::subscript_rank, 1>();
     } else {
-      static_assert(Rank == 1, "CTG-EXPR-007 f[i] indexes rank-1 fields; use f(i, j, ...) for rank > 1");
+      static_assert(Rank == 1, "CTG-EXPR-007 f[i] indexes rank-1 fields; a field of rank 0 is f()");
       return element_at_origin();
     }
   }
@@ -82,6 +89,17 @@ struct field_handle {
       return lvalue<node<access_op, typename zero_index<Is>::type...>>{
           make_expr(access_op{}, typename zero_index<Is>::type{}...)};
     }(std::make_index_sequence<std::size_t(Rank)>{});
+  }
+
+  // The element at the origin whose first index carries the misuse, so that
+  // the launch finds it in the IR's type (ir/misuse.hpp).
+  template <misuse_kind Kind, int Given>
+  constexpr auto misused() const {
+    using marked = node<op::func_scope<misuse<Kind, I, Rank, Given>>, node<op::constant<0>>>;
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return lvalue<node<access_op, marked, typename zero_index<Is + 1>::type...>>{
+          make_expr(access_op{}, marked{}, typename zero_index<Is + 1>::type{}...)};
+    }(std::make_index_sequence<std::size_t(Rank - 1)>{});
   }
 
   // The gradient or tangent buffer of this field, readable and writable like a

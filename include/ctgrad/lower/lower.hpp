@@ -306,10 +306,9 @@ constexpr auto lower(Ctx, pending_loop<K, Axes, F, Bounds...> const& p) {
   constexpr int after_bounds = decltype(b)::next_slot;
   auto body = [&]<std::size_t... As>(std::index_sequence<As...>) {
     if constexpr (std::is_void_v<decltype(p.body(node<op::loop_index<Ctx::level, int(As)>>{}...))>) {
-      static_assert(::ctg::detail::dependent_false<std::index_sequence<As...>>,
-                    "CTG-EXPR-010 a loop body returns nothing: did you forget `return`? Write "
-                    "[=](auto i) { return y[i] = ...; } (a loop body returns its statement)");
-      return node<op::block>{};  // an empty statement, so that no second error follows
+      // An empty statement marked as the mistake, reported at the launch
+      // (ir/misuse.hpp): no second error follows.
+      return node<op::func_scope<misuse<misuse_kind::missing_return, -1, 0, 0>>, node<op::block>>{};
     } else {
       return p.body(node<op::loop_index<Ctx::level, int(As)>>{}...);
     }
