@@ -122,7 +122,16 @@ template <class View>
 void mirror_view(View& v, std::vector<std::vector<unsigned char>>& keep) {
   if constexpr (requires { v.data; v.extent; }) {
     using T = typename View::value_type;
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_integral_v<T> && requires { v.data.address; }) {
+      // Strided: the bytes the elements span, copied as they lie, so that
+      // the view's strides still address them.
+      if (v.size() == 0) return;
+      std::size_t span = sizeof(T);
+      for (int a = 0; a < View::rank; ++a) span += std::size_t(v.extent[a] - 1) * std::size_t(v.stride[a]);
+      keep.emplace_back(span);
+      copy_to_host(keep.back().data(), v.data.address, span, "adstack sizing");
+      v.data.address = reinterpret_cast<T*>(keep.back().data());
+    } else if constexpr (std::is_integral_v<T>) {
       std::size_t const bytes = std::size_t(v.size()) * sizeof(T);
       keep.emplace_back(bytes);
       copy_to_host(keep.back().data(), v.data, bytes, "adstack sizing");
