@@ -25,7 +25,7 @@ if ! "$venv/bin/python" -c "import numpy, nanobind" 2>/dev/null; then
 fi
 # PyTorch's CPU wheels live on its own index; without them the torch cases skip.
 if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
-  timeout 300 "$venv/bin/python" -m pip install -q --disable-pip-version-check torch \
+  timeout 180 "$venv/bin/python" -m pip install -q --disable-pip-version-check --timeout 15 --retries 1 torch \
     --index-url https://download.pytorch.org/whl/cpu >/dev/null 2>&1 ||
     echo "python.dlpack: PyTorch's CPU build could not be installed; its cases skip"
 fi
