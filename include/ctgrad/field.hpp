@@ -416,16 +416,19 @@ struct field_storage {
   void* buffer(int which) const { return which == 0 ? primal : which == 1 ? grad : dual; }
 
   void* allocate() const { return allocate_bytes(bytes); }
-  // Zeroed memory in this storage's space (what release() frees).
+  // Zeroed memory in this storage's space (what release() frees). When the
+  // allocation fails, the blocks cached for copies are freed and it runs once
+  // more.
   void* allocate_bytes(std::size_t requested) const {
     std::size_t const n = requested ? requested : 1;
     if (space == memory_space::host) {
-      void* p = ::operator new(n, std::align_val_t{alignment});
+      void* p = detail::copy_cache::after_trim_if_needed(
+          false, [n] { return ::operator new(n, std::align_val_t{alignment}); });
       std::memset(p, 0, n);
       return p;
     }
 #if defined(CTG_HAS_CUDA)
-    return cuda::device_malloc(n, "field '" + name + "'");
+    return detail::copy_cache::after_trim_if_needed(true, [&] { return cuda::device_malloc(n, "field '" + name + "'"); });
 #else
     throw launch_error("field '" + name +
                        "': device memory requested, but this program was built without "

@@ -80,7 +80,7 @@ TEST_CASE("with a limit of 0 every copy allocates its own block and frees it") {
   CHECK(after.cached_bytes == 0);
 }
 
-TEST_CASE("a cached block serves a copy up to an eighth smaller than itself, no smaller") {
+TEST_CASE("a cached block serves a copy when it is at most an eighth larger than the copy") {
   limit_guard const guard;
   ctg::trim_copy_cache();
   ctg::set_copy_cache_limit(std::size_t(1) << 20);

@@ -7,14 +7,20 @@
 // up to a limit per memory space, for the next copy of about its size: saving
 // then costs the copy, not a fresh allocation whose pages fault in on first
 // touch (on the host) or a cudaMalloc that synchronises the device.
+//
+// Device blocks are kept per CUDA device (the one current when the copy is
+// made). An allocation that fails, for a copy or for a field, frees the
+// blocks of its memory space and tries once more.
 #pragma once
 #include <cstddef>
+#include <exception>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "../errors.hpp"
 
@@ -38,16 +44,42 @@ namespace detail {
 class copy_cache {
  public:
   static constexpr std::size_t alignment = 64;  // of every host buffer of a field (field_storage uses it)
-  // A block at most this much larger than asked for may serve a copy.
+  // A block may serve a copy of at least size - size / (slack_divisor + 1)
+  // bytes (a block at most an eighth larger than the copy).
   static constexpr std::size_t slack_divisor = 8;
+  // A default that holds the copies of a few large rollouts: what one tape
+  // freed serves the next without page faults, and a program that is done
+  // with its tapes gives the memory back with ctg::trim_copy_cache().
+  static constexpr std::size_t default_limit = std::size_t(1) << 30;
 
-  // Never destroyed: a tape or field with static storage duration may give
-  // a block back after every function-local static is gone. What is cached
-  // at exit stays reachable from here, and the system reclaims it.
+  // The cache of host memory, or of the current CUDA device's. Never
+  // destroyed: a tape or field with static storage duration may give a
+  // block back after every function-local static is gone; what is cached at
+  // exit stays reachable from here, and the system reclaims it.
   static copy_cache& of(bool device) {
     static copy_cache& host = *new copy_cache(false);
-    static copy_cache& gpu = *new copy_cache(true);
-    return device ? gpu : host;
+    if (!device) return host;
+    registry& r = devices();
+    int const id = current_device();
+    std::lock_guard lock(r.mutex);
+    if (std::size_t(id) >= r.caches.size()) r.caches.resize(std::size_t(id) + 1, nullptr);
+    copy_cache*& c = r.caches[std::size_t(id)];
+    if (!c) c = new copy_cache(true, r.limit);
+    return *c;
+  }
+
+  // Every device cache made so far, and the limit new ones start with.
+  template <class F>
+  static void for_each_device(F&& f) {
+    registry& r = devices();
+    std::lock_guard lock(r.mutex);
+    for (copy_cache* c : r.caches)
+      if (c) f(*c);
+  }
+  static void set_device_default_limit(std::size_t bytes) {
+    registry& r = devices();
+    std::lock_guard lock(r.mutex);
+    r.limit = bytes;
   }
 
   copy_cache(copy_cache const&) = delete;
@@ -71,7 +103,7 @@ class copy_cache {
       ++allocated_;
     }
     size = n;
-    return allocate(n, field);
+    return after_trim_if_needed(device_, [&] { return allocate(n, field); });
   }
 
   void give_back(void* p, std::size_t size) noexcept {
@@ -79,9 +111,12 @@ class copy_cache {
     {
       std::lock_guard lock(mutex_);
       if (cached_ + size <= limit_) {
-        free_.emplace(size, p);
-        cached_ += size;
-        return;
+        try {
+          free_.emplace(size, p);
+          cached_ += size;
+          return;
+        } catch (...) {  // no memory for the entry: free the block instead
+        }
       }
     }
     release(p);
@@ -89,17 +124,13 @@ class copy_cache {
 
   // Frees cached blocks until at most `keep` bytes remain, largest first.
   void trim(std::size_t keep) noexcept {
-    std::multimap<std::size_t, void*> freed;
-    {
-      std::lock_guard lock(mutex_);
-      while (cached_ > keep && !free_.empty()) {
-        auto const last = std::prev(free_.end());
-        cached_ -= last->first;
-        freed.insert(*last);
-        free_.erase(last);
-      }
+    std::lock_guard lock(mutex_);
+    while (cached_ > keep && !free_.empty()) {
+      auto const last = std::prev(free_.end());
+      cached_ -= last->first;
+      release(last->second);
+      free_.erase(last);
     }
-    for (auto const& [size, p] : freed) release(p);
   }
 
   void set_limit(std::size_t bytes) noexcept {
@@ -115,8 +146,47 @@ class copy_cache {
     return {cached_, limit_, reused_, allocated_};
   }
 
+  // Runs an allocation of this memory space; when it fails, frees the cached
+  // blocks of the space (host, or every device's) and runs it once more.
+  template <class Allocate>
+  static auto after_trim_if_needed(bool device, Allocate&& allocate) -> decltype(allocate()) {
+    try {
+      return allocate();
+    } catch (std::bad_alloc const&) {
+    } catch (cuda_error const&) {  // cudaMalloc: out of memory, or a failure a retry reports again
+      if (!device) throw;
+    }
+    if (device)
+      for_each_device([](copy_cache& c) { c.trim(0); });
+    else
+      of(false).trim(0);
+    return allocate();
+  }
+
  private:
-  explicit copy_cache(bool device) : device_(device) {}
+  struct registry {
+    std::mutex mutex;
+    std::vector<copy_cache*> caches;
+    std::size_t limit = default_limit;
+  };
+  static registry& devices() {
+    static registry& r = *new registry;
+    return r;
+  }
+  static int current_device() {
+#if defined(CTG_HAS_CUDA)
+    int id = 0;
+    if (cudaGetDevice(&id) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return id < 0 ? 0 : id;
+#else
+    return 0;
+#endif
+  }
+
+  explicit copy_cache(bool device, std::size_t limit = default_limit) : device_(device), limit_(limit) {}
 
   void* allocate(std::size_t n, std::string_view field) const {
     if (!device_) return ::operator new(n, std::align_val_t{alignment});
@@ -141,28 +211,27 @@ class copy_cache {
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> free_;
   std::size_t cached_ = 0;
-  // A default that holds the copies of a few large rollouts: what one tape
-  // freed serves the next without page faults, and a program that is done
-  // with its tapes gives the memory back with ctg::trim_copy_cache().
-  std::size_t limit_ = std::size_t(1) << 30;
+  std::size_t limit_;
   long long reused_ = 0, allocated_ = 0;
 };
 
 }  // namespace detail
 
 // The blocks kept for copies of field values (the tape's saved versions, a
-// rollout's snapshots) in host memory (device = false) or device memory.
+// rollout's snapshots) in host memory (device = false) or in the current CUDA
+// device's memory.
 inline copy_cache_info copy_cache_state(bool device = false) { return detail::copy_cache::of(device).info(); }
-// Keeps at most `bytes` of given-back blocks per memory space (0: keeps none,
-// every copy allocates and frees its own block).
+// Keeps at most `bytes` of given-back blocks in host memory and on each
+// device (0: keeps none, every copy allocates and frees its own block).
 inline void set_copy_cache_limit(std::size_t bytes) noexcept {
   detail::copy_cache::of(false).set_limit(bytes);
-  detail::copy_cache::of(true).set_limit(bytes);
+  detail::copy_cache::set_device_default_limit(bytes);
+  detail::copy_cache::for_each_device([bytes](detail::copy_cache& c) { c.set_limit(bytes); });
 }
 // Frees every cached block (the limit stays).
 inline void trim_copy_cache() noexcept {
   detail::copy_cache::of(false).trim(0);
-  detail::copy_cache::of(true).trim(0);
+  detail::copy_cache::for_each_device([](detail::copy_cache& c) { c.trim(0); });
 }
 
 }  // namespace ctg
