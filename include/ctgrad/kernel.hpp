@@ -226,7 +226,12 @@ class kernel_t {
   // value: static_assert(!k.template diagnose<Args...>().has(ctg::finding::...)).
   template <class... A>
   static constexpr report diagnose() {
-    return reverse_checks<A...>::findings;
+    if constexpr (misused<A...>) {
+      (void)sizeof(misuse_report_t<A...>);  // a body that does not build reports that first
+      return {};
+    } else {
+      return reverse_checks<A...>::findings;
+    }
   }
 
   // Forward mode: runs the kernel and propagates tangents from the inputs'
@@ -252,6 +257,7 @@ class kernel_t {
   // The lowered IR for these arguments (for tests and tools).
   template <class... A>
   auto ir(A const&... args) const {
+    if constexpr (misused<std::remove_cvref_t<A>...>) (void)sizeof(misuse_report_t<std::remove_cvref_t<A>...>);
     return ir_for(std::index_sequence_for<A...>{}, args...);
   }
 
