@@ -54,7 +54,10 @@ struct exported {
       auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(self, "dltensor"));
       if (m && m->deleter) m->deleter(m);
     });
-    if (!capsule) throw nb::python_error();
+    if (!capsule) {
+      tensor = t;  // still ours: released with this object
+      throw nb::python_error();
+    }
     return nb::steal(capsule);
   }
   nb::tuple device() const { return nb::make_tuple(int(kDLCPU), 0); }

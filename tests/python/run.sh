@@ -4,9 +4,9 @@
 # ctgrad's headers, then test_dlpack.py. Exits 77 (CTest: skipped) when the
 # environment cannot be made, e.g. without network access to PyPI.
 #
-# usage: run.sh <python> <ctgrad include dir> <work dir>
+# usage: run.sh <python> <ctgrad include dir> <work dir> <dlpack include dir>
 set -uo pipefail
-python=$1 include=$2 work=$3
+python=$1 include=$2 work=$3 dlpack_include=$4
 here=$(cd "$(dirname "$0")" && pwd)
 venv=$work/venv
 
@@ -16,6 +16,8 @@ skip() {
 }
 
 mkdir -p "$work"
+"$python" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+  skip "no Python headers for $python (Debian: python3-dev)"
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv" || skip "cannot create a virtual environment with $python"
 fi
@@ -33,7 +35,7 @@ fi
 cmake -S "$here" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython_EXECUTABLE="$venv/bin/python" \
   -Dnanobind_DIR="$("$venv/bin/python" -m nanobind --cmake_dir)" \
-  -DCTGRAD_INCLUDE_DIR="$include" >"$work/configure.log" 2>&1 || {
+  -DCTGRAD_INCLUDE_DIR="$include" -DCTGRAD_DLPACK_INCLUDE_DIR="$dlpack_include" >"$work/configure.log" 2>&1 || {
   cat "$work/configure.log"
   exit 1
 }
