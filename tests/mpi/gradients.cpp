@@ -24,28 +24,12 @@
 #include <utility>
 #include <vector>
 
+#include "check_support.hpp"
+
 using namespace ctg::literals;
+using namespace mpi_test;
 
 namespace {
-
-int failures = 0;
-int rank_ = 0;
-
-void expect(bool ok, char const* what, double value = 0, double bound = 0) {
-  if (!ok) {
-    ++failures;
-    std::printf("FAIL (rank %d): %s (%.3g, bound %.3g)\n", rank_, what, value, bound);
-  }
-}
-// max |a - b| / max |b|.
-double relative(std::vector<double> const& a, std::vector<double> const& b) {
-  double diff = 0, scale = 0;
-  for (std::size_t k = 0; k < b.size(); ++k) {
-    diff = std::max(diff, std::abs(a[k] - b[k]));
-    scale = std::max(scale, std::abs(b[k]));
-  }
-  return a.size() == b.size() ? diff / scale : 1e300;
-}
 
 // ---- 1-D wave -------------------------------------------------------------------------------------
 constexpr double courant2 = 0.25;
@@ -262,9 +246,7 @@ int main(int argc, char** argv) {
       expect(dk <= 1e-12, "heat: gradient of kappa", dk, 1e-12);
       expect(du <= 1e-12, "heat: gradient of u0", du, 1e-12);
     }
-    int any = failures;
-    MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_SUM, world.comm());
-    status = any == 0 ? 0 : 1;
+    status = passed_on_every_rank(world.comm()) ? 0 : 1;
     if (rank_ == 0) std::printf("%s\n", status == 0 ? "PASS" : "FAILED");
   }
   MPI_Finalize();

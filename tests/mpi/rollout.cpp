@@ -16,27 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "check_support.hpp"
+
 using namespace ctg::literals;
+using namespace mpi_test;
 
 namespace {
-
-int failures = 0;
-int rank_ = 0;
-
-void expect(bool ok, char const* what, double value = 0, double bound = 0) {
-  if (!ok) {
-    ++failures;
-    std::printf("FAIL (rank %d): %s (%.3g, bound %.3g)\n", rank_, what, value, bound);
-  }
-}
-double relative(std::vector<double> const& a, std::vector<double> const& b) {
-  double diff = 0, scale = 0;
-  for (std::size_t k = 0; k < b.size(); ++k) {
-    diff = std::max(diff, std::abs(a[k] - b[k]));
-    scale = std::max(scale, std::abs(b[k]));
-  }
-  return a.size() == b.size() ? diff / scale : 1e300;
-}
 
 constexpr double dt = 0.2;
 constexpr int cells = 53, steps = 40;
@@ -146,8 +131,7 @@ int main(int argc, char** argv) {
                   full.loss, rk, ru);
     }
   }
-  int total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  bool const passed = passed_on_every_rank(MPI_COMM_WORLD);
   MPI_Finalize();
-  return total == 0 ? 0 : 1;
+  return passed ? 0 : 1;
 }
