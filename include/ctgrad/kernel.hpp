@@ -589,9 +589,18 @@ class kernel_t {
     auto bound = bind(std::index_sequence_for<A...>{}, args...);
     // An argument type may check each pass against the lowered IR, through a
     // function found by argument-dependent lookup (ctgrad/mpi: the ghost
-    // width and the written rows of a decomposed field).
-    if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); })
-      ctg_launch_hook(Name.view(), std::is_same_v<Pass, backend::forward_pass>, kir, bound, args...);
+    // width and the written rows of a decomposed field). It reads integer
+    // fields (constant indices) from the host, as the launch-time checks do.
+    if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); }) {
+      auto hook_with = [&](auto const&... readable_args) {
+        ctg_launch_hook(Name.view(), std::is_same_v<Pass, backend::forward_pass>, kir,
+                        bind(std::index_sequence_for<A...>{}, readable_args...), args...);
+      };
+      if (space == memory_space::device)
+        hook_with(readable(args)...);
+      else
+        hook_with(args...);
+    }
     constexpr int slots = decltype(kir)::slots;
     constexpr std::size_t count = decltype(kir.offloads)::size;
     constexpr bool backwards = std::is_same_v<Pass, backend::reverse_pass>;

@@ -52,6 +52,19 @@ struct loop_box {
   }
 };
 
+// A bound argument that holds one block of a decomposed field (ctgrad/mpi)
+// keeps the first axis of a parallel offload to the rows this process owns.
+// Every backend applies it to the box its loop bounds gave, before the
+// adstack is sized or anything runs.
+template <class V>
+void narrow_first_axis(V const& v, int& lo, int& hi) {
+  if constexpr (requires { v.narrow(lo, hi); }) v.narrow(lo, hi);
+}
+template <int A, class Args>
+void narrow_to_owned(loop_box<A>& box, Args const& args) {
+  ::ctg::detail::apply([&](auto const&... v) { (narrow_first_axis(v, box.lo[0], box.hi[0]), ...); }, args);
+}
+
 // Records an adstack overflow: the first overflowing loop site, and the most
 // bytes any thread needed.
 CTG_HOST_DEVICE void report_overflow(eval::launch_status* s, int site, long long required, long long available) {

@@ -63,4 +63,10 @@ inline void zero_device(void* dst, std::size_t bytes, std::string const& what) {
   if (bytes) check(cudaMemset(dst, 0, bytes), "cudaMemset for " + what);
 }
 
+// Blocks until every launch and copy issued so far has finished: before
+// code outside the CUDA runtime (a CUDA-aware MPI) reads device memory.
+inline void wait_for_device(std::string const& what) {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize for " + what);
+}
+
 }  // namespace ctg::cuda

@@ -17,12 +17,19 @@
 // away (CTG-MPI-001, -007) and written at offset 0 (CTG-MPI-002). Kernels are
 // checked at each launch against the lowered IR (launch.hpp).
 //
-// On the host, the dfield is also the ctg::field of its local storage: rows
+// The dfield is also the ctg::field of its local storage: rows
 // first_row() ... first_row() + local_rows() - 1 of the global field, the
 // ghost rows included (those beyond the global edges stay unused). fill,
 // zero_grad, to_vector and grad() act on that storage; shape() and at() are
 // global (at() only reaches the rows stored here); copy_from_global and
 // gather (halo.hpp) move whole global fields.
+//
+// On the device ({.space = ctg::device}, a translation unit compiled by nvcc
+// linking ctgrad::cuda and ctgrad::mpi) the block lives in GPU memory and
+// kernels launch on the CUDA backend over the owned rows; exchanges hand the
+// ghost layers to MPI straight from device memory when the MPI library is
+// CUDA-aware, and stage them through host buffers otherwise (halo.hpp).
+// at() is host-only, as on any device field.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -41,6 +48,7 @@ struct halo_stats {
   std::int64_t exchanges = 0, adjoint_exchanges = 0;
   std::int64_t bytes_sent = 0, bytes_received = 0;                  // forward: values
   std::int64_t adjoint_bytes_sent = 0, adjoint_bytes_received = 0;  // backward: ghost gradients
+  std::int64_t staged_bytes = 0;  // device blocks: copied between device and host for MPI
 };
 
 namespace detail {
@@ -88,7 +96,8 @@ struct block_view {
     return ::ctg::detail::within_extents(extent, i0, idx...) && i0 >= first && i0 < first + stored;
   }
   CTG_HOST_DEVICE constexpr std::int64_t size() const { return ::ctg::detail::extents_count<Rank>(extent); }
-  // The CPU backend keeps the first axis of a parallel loop to the owned rows.
+  // Every backend keeps the first axis of a parallel loop to the owned rows
+  // (backend::narrow_to_owned).
   CTG_HOST_DEVICE constexpr void narrow(int& lo, int& hi) const {
     lo = lo > own_lo ? lo : own_lo;
     hi = hi < own_hi ? hi : own_hi;
@@ -197,8 +206,6 @@ class dfield : public field<T, Rank, Flags> {
       throw launch_error("CTG-MPI-008 decomposed field '" + name + "' on rank " + std::to_string(g.rank()) + ": " +
                          why);
     };
-    if (opts.space != memory_space::host)
-      fail("device fields are not decomposed yet; decompose a host field (the kernels are the same)");
     if (ghost < 0) fail("negative ghost width " + std::to_string(ghost));
     for (int e : global)
       if (e < 0) fail("negative extent " + std::to_string(e));

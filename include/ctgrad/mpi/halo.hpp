@@ -11,10 +11,16 @@
 //                   loss's gradient (a broadcast from rank 0).
 //
 // Along axis 0 a ghost layer is whole rows, contiguous in the storage: the
-// messages go straight from and into the field's host buffer. gather and
-// copy_from_global move whole global fields between rank 0 and the blocks.
+// messages go straight from and into a host block, and into a device block
+// when MPI takes device pointers (CUDA-aware); otherwise a device block's
+// layers are staged through host buffers (halo_stats::staged_bytes counts
+// the bytes copied). gather and copy_from_global move whole global fields
+// between rank 0 and the blocks.
 #pragma once
 #include <mpi.h>
+#if defined(CTG_HAS_CUDA) && defined(OPEN_MPI) && __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support
+#endif
 
 #include <climits>
 #include <cstdint>
@@ -48,13 +54,86 @@ inline int message_count(std::int64_t bytes, grid const& g, std::string const& s
   return int(bytes);
 }
 
-// The ghost rows of `buffer` (the primal values or the gradients), in one
-// direction. Forward: send the first and last `ghost` owned rows to the
-// neighbours, receive their rows into the ghost layers. Adjoint: send the
-// ghost layers back, add what comes into the owned rows it came from, clear
-// the ghost layers.
+// Whether this MPI library takes device pointers in its calls (OpenMPI's
+// extension reports it at run time); decided once per process.
+inline bool mpi_takes_device_memory() {
+#if defined(CTG_HAS_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  static bool const aware = MPIX_Query_cuda_support() == 1;
+  return aware;
+#else
+  return false;
+#endif
+}
+
+// Copies between host memory and a field's buffer, in host or device memory.
+inline void read_buffer(bool device, void* host, void const* buffer, std::int64_t bytes, std::string const& what) {
+  if (!device) {
+    std::memcpy(host, buffer, std::size_t(bytes));
+    return;
+  }
+#if defined(CTG_HAS_CUDA)
+  ctg::cuda::copy_to_host(host, buffer, std::size_t(bytes), what);
+#else
+  throw launch_error(what + ": device memory in a build without CUDA");
+#endif
+}
+inline void write_buffer(bool device, void* buffer, void const* host, std::int64_t bytes, std::string const& what) {
+  if (!device) {
+    std::memcpy(buffer, host, std::size_t(bytes));
+    return;
+  }
+#if defined(CTG_HAS_CUDA)
+  ctg::cuda::copy_to_device(buffer, host, std::size_t(bytes), what);
+#else
+  throw launch_error(what + ": device memory in a build without CUDA");
+#endif
+}
+
+// How a halo reaches the memory of a field's block. Host rows are messages
+// as they are. Device rows go to MPI directly when it takes device pointers
+// (after the launches writing them have finished), and through host
+// staging buffers otherwise; the bytes staged are counted.
+struct block_memory {
+  bool device = false;
+  bool direct = true;  // MPI reads and writes the block itself
+  decomposition* d = nullptr;
+  std::string const* what = nullptr;
+
+  block_memory(decomposition& dec, bool on_device, std::string const& name)
+      : device(on_device), direct(!on_device || mpi_takes_device_memory()), d(&dec), what(&name) {}
+
+  void read(void* host, void const* block, std::int64_t bytes) const {
+    read_buffer(device, host, block, bytes, "the halo of decomposed field '" + *what + "'");
+    if (device) d->stats.staged_bytes += bytes;
+  }
+  void write(void* block, void const* host, std::int64_t bytes) const {
+    write_buffer(device, block, host, bytes, "the halo of decomposed field '" + *what + "'");
+    if (device) d->stats.staged_bytes += bytes;
+  }
+  void zero(void* block, std::int64_t bytes) const {
+    if (!device) {
+      std::memset(block, 0, std::size_t(bytes));
+      return;
+    }
+#if defined(CTG_HAS_CUDA)
+    ctg::cuda::zero_device(block, std::size_t(bytes), "the halo of decomposed field '" + *what + "'");
+#endif
+  }
+  // Before MPI reads device memory itself: the launches that wrote it are done.
+  void settle() const {
+#if defined(CTG_HAS_CUDA)
+    if (device && direct) ctg::cuda::wait_for_device("the halo of decomposed field '" + *what + "'");
+#endif
+  }
+};
+
+// The ghost rows of `buffer` (the primal values or the gradients, in host or
+// device memory), in one direction. Forward: send the first and last
+// `ghost` owned rows to the neighbours, receive their rows into the ghost
+// layers. Adjoint: send the ghost layers back, add what comes into the
+// owned rows it came from, clear the ghost layers.
 template <class T>
-void transfer(decomposition& d, T* buffer, std::string const& name, bool adjoint) {
+void transfer(decomposition& d, T* buffer, bool on_device, std::string const& name, bool adjoint) {
   grid const& g = d.g;
   int const rank = g.rank(), size = g.size();
   int const own = d.hi - d.lo, gw = d.ghost;
@@ -66,57 +145,63 @@ void transfer(decomposition& d, T* buffer, std::string const& name, bool adjoint
     return;
   }
   int const count = message_count(layer, g, step, name);
+  block_memory const block(d, on_device, name);
   auto* bytes = reinterpret_cast<unsigned char*>(buffer);
   auto rows = [&](int local_row) { return bytes + std::int64_t(local_row) * row_bytes; };
   bool const down = rank > 0, up = rank + 1 < size;
-  // Tags name the layer on the receiving side: 1 its lower ghosts, 2 its upper.
+  // Forward: owned edge rows go out, the ghost layers come in. Adjoint: the
+  // ghost layers' gradients go back to their owners, what comes in is added.
+  unsigned char* const out_down = rows(adjoint ? 0 : gw);        // to rank - 1
+  unsigned char* const out_up = rows(adjoint ? gw + own : own);  // to rank + 1
+  // Tags name the layer on the receiving side: 1 its lower ghosts, 2 its
+  // upper; 3 and 4 the gradients of rank - 1's upper and rank + 1's lower.
+  int const tag_from_down = adjoint ? 3 : 1, tag_from_up = adjoint ? 4 : 2;
+  int const tag_to_down = adjoint ? 4 : 2, tag_to_up = adjoint ? 3 : 1;
+
+  block.settle();
+  std::vector<unsigned char> staged_out_down, staged_out_up, in_down, in_up;
+  auto outgoing = [&](std::vector<unsigned char>& staging, unsigned char* from) -> unsigned char* {
+    if (block.direct) return from;
+    staging.resize(std::size_t(layer));
+    block.read(staging.data(), from, layer);
+    return staging.data();
+  };
+  // The adjoint adds what comes in, so it always lands in host memory first.
+  auto incoming = [&](std::vector<unsigned char>& staging, unsigned char* into) -> unsigned char* {
+    if (block.direct && !adjoint) return into;
+    staging.resize(std::size_t(layer));
+    return staging.data();
+  };
   std::vector<MPI_Request> requests;
   requests.reserve(4);
-  auto post = [&](int rc, char const* call) {
-    g.check(rc, call, step, name);
-  };
-  std::vector<unsigned char> from_down, from_up;
-  if (!adjoint) {
-    if (down) {
-      requests.emplace_back();
-      post(MPI_Irecv(rows(0), count, MPI_BYTE, rank - 1, 1, g.comm(), &requests.back()), "MPI_Irecv");
-    }
-    if (up) {
-      requests.emplace_back();
-      post(MPI_Irecv(rows(gw + own), count, MPI_BYTE, rank + 1, 2, g.comm(), &requests.back()), "MPI_Irecv");
-    }
-    if (down) {
-      requests.emplace_back();
-      post(MPI_Isend(rows(gw), count, MPI_BYTE, rank - 1, 2, g.comm(), &requests.back()), "MPI_Isend");
-    }
-    if (up) {
-      requests.emplace_back();
-      post(MPI_Isend(rows(own), count, MPI_BYTE, rank + 1, 1, g.comm(), &requests.back()), "MPI_Isend");
-    }
-  } else {
-    // The neighbours' ghost gradients land in staging buffers, then add.
-    if (down) {
-      from_down.resize(std::size_t(layer));
-      requests.emplace_back();
-      post(MPI_Irecv(from_down.data(), count, MPI_BYTE, rank - 1, 3, g.comm(), &requests.back()), "MPI_Irecv");
-    }
-    if (up) {
-      from_up.resize(std::size_t(layer));
-      requests.emplace_back();
-      post(MPI_Irecv(from_up.data(), count, MPI_BYTE, rank + 1, 4, g.comm(), &requests.back()), "MPI_Irecv");
-    }
-    if (down) {  // my lower ghosts are rank - 1's last owned rows
-      requests.emplace_back();
-      post(MPI_Isend(rows(0), count, MPI_BYTE, rank - 1, 4, g.comm(), &requests.back()), "MPI_Isend");
-    }
-    if (up) {  // my upper ghosts are rank + 1's first owned rows
-      requests.emplace_back();
-      post(MPI_Isend(rows(gw + own), count, MPI_BYTE, rank + 1, 3, g.comm(), &requests.back()), "MPI_Isend");
-    }
+  auto post = [&](int rc, char const* call) { g.check(rc, call, step, name); };
+  if (down) {
+    requests.emplace_back();
+    post(MPI_Irecv(incoming(in_down, rows(0)), count, MPI_BYTE, rank - 1, tag_from_down, g.comm(), &requests.back()),
+         "MPI_Irecv");
+  }
+  if (up) {
+    requests.emplace_back();
+    post(MPI_Irecv(incoming(in_up, rows(gw + own)), count, MPI_BYTE, rank + 1, tag_from_up, g.comm(),
+                   &requests.back()),
+         "MPI_Irecv");
+  }
+  if (down) {
+    requests.emplace_back();
+    post(MPI_Isend(outgoing(staged_out_down, out_down), count, MPI_BYTE, rank - 1, tag_to_down, g.comm(),
+                   &requests.back()),
+         "MPI_Isend");
+  }
+  if (up) {
+    requests.emplace_back();
+    post(MPI_Isend(outgoing(staged_out_up, out_up), count, MPI_BYTE, rank + 1, tag_to_up, g.comm(), &requests.back()),
+         "MPI_Isend");
   }
   post(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
   int const neighbours = int(down) + int(up);
   if (!adjoint) {
+    if (!in_down.empty()) block.write(rows(0), in_down.data(), layer);
+    if (!in_up.empty()) block.write(rows(gw + own), in_up.data(), layer);
     ++d.stats.exchanges;
     d.stats.bytes_sent += neighbours * layer;
     d.stats.bytes_received += neighbours * layer;
@@ -124,20 +209,26 @@ void transfer(decomposition& d, T* buffer, std::string const& name, bool adjoint
   }
   using S = scalar_of_t<T>;
   std::int64_t const coefficients = std::int64_t(gw) * d.row_elements * coefficients_v<T>;
+  std::vector<unsigned char> mine(block.device ? std::size_t(layer) : 0);
   auto add = [&](std::vector<unsigned char> const& in, int local_row) {
-    auto* dst = reinterpret_cast<S*>(rows(local_row));
-    S incoming;
+    unsigned char* const dst_bytes = block.device ? mine.data() : rows(local_row);
+    if (block.device) block.read(mine.data(), rows(local_row), layer);
+    S value, incoming_value;
     for (std::int64_t c = 0; c < coefficients; ++c) {
-      std::memcpy(&incoming, in.data() + c * std::int64_t(sizeof(S)), sizeof(S));
-      dst[c] += incoming;
+      std::int64_t const at = c * std::int64_t(sizeof(S));
+      std::memcpy(&value, dst_bytes + at, sizeof(S));
+      std::memcpy(&incoming_value, in.data() + at, sizeof(S));
+      value += incoming_value;
+      std::memcpy(dst_bytes + at, &value, sizeof(S));
     }
+    if (block.device) block.write(rows(local_row), mine.data(), layer);
   };
-  if (down) add(from_down, gw);  // rank - 1's upper ghosts: my first owned rows
-  if (up) add(from_up, own);     // rank + 1's lower ghosts: my last owned rows
+  if (down) add(in_down, gw);  // rank - 1's upper ghosts: my first owned rows
+  if (up) add(in_up, own);     // rank + 1's lower ghosts: my last owned rows
   // The ghost values were overwritten by the forward exchange: nothing
   // before it depends on them through this rank.
-  std::memset(rows(0), 0, std::size_t(layer));
-  std::memset(rows(gw + own), 0, std::size_t(layer));
+  block.zero(rows(0), layer);
+  block.zero(rows(gw + own), layer);
   ++d.stats.adjoint_exchanges;
   d.stats.adjoint_bytes_sent += neighbours * layer;
   d.stats.adjoint_bytes_received += neighbours * layer;
@@ -175,9 +266,10 @@ void exchange(dfield<T, R, F> const& u) {
   auto& d = u.state();
   detail::record_step(d.g, "exchange of '" + u.name() + "'");
   detail::recorded_step(
-      "ctg::mpi::exchange", u, [&] { detail::transfer(d, u.data(), u.name(), false); },
+      "ctg::mpi::exchange", u, [&] { detail::transfer(d, u.data(), u.space() == memory_space::device, u.name(), false); },
       [u] {
-        if constexpr (field<T, R, F>::has_grad) detail::transfer(u.state(), u.grad().data(), u.name() + ".grad", true);
+        if constexpr (field<T, R, F>::has_grad)
+          detail::transfer(u.state(), u.grad().data(), u.space() == memory_space::device, u.name() + ".grad", true);
       });
   d.fresh = u.version();
 }
@@ -188,18 +280,30 @@ template <class T, flags F>
 void sum(grid const& g, field<T, 0, F> const& loss) {
   using S = scalar_of_t<T>;
   detail::record_step(g, "sum of '" + loss.name() + "'");
+  // A loss in device memory is reduced through a host copy (one value).
+  auto collective = [device = loss.space() == memory_space::device](T* value, std::string const& name, auto&& call) {
+    T host;
+    T* const at = device ? &host : value;
+    if (device) detail::read_buffer(true, &host, value, sizeof(T), "ctg::mpi::sum of '" + name + "'");
+    call(at);
+    if (device) detail::write_buffer(true, value, &host, sizeof(T), "ctg::mpi::sum of '" + name + "'");
+  };
   detail::recorded_step(
       "ctg::mpi::sum", loss,
       [&] {
-        g.check(MPI_Allreduce(MPI_IN_PLACE, loss.data(), coefficients_v<T>, detail::datatype<S>(), MPI_SUM, g.comm()),
-                "MPI_Allreduce", "ctg::mpi::sum", loss.name());
+        collective(loss.data(), loss.name(), [&](T* at) {
+          g.check(MPI_Allreduce(MPI_IN_PLACE, at, coefficients_v<T>, detail::datatype<S>(), MPI_SUM, g.comm()),
+                  "MPI_Allreduce", "ctg::mpi::sum", loss.name());
+        });
       },
-      [g, loss] {
+      [g, loss, collective] {
         if constexpr (has_flag(F, flags::grad)) {
           // d total / d partial = 1: each partial's gradient is the total's,
           // which rank 0 holds (every rank seeded it alike).
-          g.check(MPI_Bcast(loss.grad().data(), coefficients_v<T>, detail::datatype<S>(), 0, g.comm()), "MPI_Bcast",
-                  "the adjoint of ctg::mpi::sum", loss.name());
+          collective(loss.grad().data(), loss.name() + ".grad", [&](T* at) {
+            g.check(MPI_Bcast(at, coefficients_v<T>, detail::datatype<S>(), 0, g.comm()), "MPI_Bcast",
+                    "the adjoint of ctg::mpi::sum", loss.name());
+          });
         }
       });
 }
@@ -217,6 +321,12 @@ std::vector<T> gather_buffer(dfield<T, R, F> const& u, T const* buffer, int root
   }
   std::vector<T> out(g.rank() == root ? std::size_t(u.global_size()) : 0);
   auto const* mine = reinterpret_cast<unsigned char const*>(buffer) + d.ghost * row_bytes;
+  std::vector<unsigned char> staged;  // the owned rows of a device block, on the host
+  if (u.space() == memory_space::device) {
+    staged.resize(std::size_t(counts[std::size_t(g.rank())]));
+    read_buffer(true, staged.data(), mine, std::int64_t(staged.size()), std::string(what) + " of '" + u.name() + "'");
+    mine = staged.data();
+  }
   g.check(MPI_Gatherv(mine, counts[std::size_t(g.rank())], MPI_BYTE, out.data(), counts.data(), displs.data(),
                       MPI_BYTE, root, g.comm()),
           "MPI_Gatherv", what, u.name());
@@ -246,8 +356,10 @@ void copy_from_global(dfield<T, R, F> const& u, std::vector<T> const& global) {
                        std::to_string(u.global_size()) + " elements globally, the vector " +
                        std::to_string(global.size()) + " (rank " + std::to_string(u.decomposition().rank()) + ")");
   std::int64_t const row = u.row_elements();
-  std::copy(global.begin() + (u.owned_lo() * row), global.begin() + (u.owned_hi() * row),
-            u.data() + std::int64_t(u.ghost()) * row);
+  detail::write_buffer(u.space() == memory_space::device, u.data() + std::int64_t(u.ghost()) * row,
+                       global.data() + u.owned_lo() * row,
+                       (u.owned_hi() - u.owned_lo()) * row * std::int64_t(sizeof(T)),
+                       "ctg::mpi::copy_from_global of '" + u.name() + "'");
   u.note_write();
 }
 

@@ -50,11 +50,6 @@ CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_sta
   Plan::finish(f);
 }
 
-template <class V>
-void narrow_first_axis(V const& v, int& lo, int& hi) {
-  if constexpr (requires { v.narrow(lo, hi); }) v.narrow(lo, hi);
-}
-
 // One parallel offload made ready to run on the host in one pass: its loop's
 // bounds evaluated, its box narrowed, its adstack sized. Every host order of
 // running it (the thread pool's chunks here, the race checker's orders in
@@ -81,9 +76,7 @@ struct prepared_offload {
     host.args = &args;
     host.status = &status;
     eval::forward::bounds(loop, host, box.lo, box.hi);
-    // A bound argument that holds one block of a decomposed field (ctgrad/mpi)
-    // keeps the first axis to the rows this process owns.
-    detail::apply([&](auto const&... v) { (narrow_first_axis(v, box.lo[0], box.hi[0]), ...); }, args);
+    backend::narrow_to_owned(box, args);
     if constexpr (plan::uses_stack) {
       ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
       for (int k = 0; k < axes; ++k) env.idx[0][k] = {box.lo[k], box.hi[k] - 1, true};

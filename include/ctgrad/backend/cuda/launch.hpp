@@ -187,6 +187,7 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
     host.status = &status;
     eval::forward::bounds(loop, host, box.lo, box.hi);
   }
+  backend::narrow_to_owned(box, args);
   std::int64_t const count = box.count();
   if (count <= 0) return;
   auto const& body = detail::get<2 * A>(loop.kids);
@@ -243,7 +244,7 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
 }
 
 // Waits for every launch so far; raises the first asynchronous error.
-inline void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+inline void synchronize() { wait_for_device("ctg::cuda::synchronize()"); }
 
 }  // namespace ctg::cuda
 #endif
