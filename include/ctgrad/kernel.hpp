@@ -17,7 +17,7 @@
 #endif
 #include "errors.hpp"
 #include "field.hpp"
-#include "lower/build.hpp"
+#include "lower/kernel_ir.hpp"
 #include "tape.hpp"
 
 namespace ctg {

@@ -1,5 +1,5 @@
 // Reverse-mode derivative of every scalar math operation against its closed
-// form, and the documented edge rules (comment at the top of ad/rules.hpp).
+// form, and the documented edge rules (comment at the top of ad/derivatives.hpp).
 // Each output reads its own input element, so each input's gradient is the
 // derivative of exactly one operation.
 #include <doctest/doctest.h>

@@ -33,7 +33,7 @@
 #include "../config.hpp"
 #include "../detail/tuple.hpp"
 #include "../ir/decompositions.hpp"
-#include "rules.hpp"
+#include "derivatives.hpp"
 
 namespace ctg::ad {
 

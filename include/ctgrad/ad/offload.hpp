@@ -3,8 +3,8 @@
 // and the evaluator. Backends instantiate this and only decide where the
 // iterations run.
 #pragma once
-#include "../eval/analysis.hpp"
-#include "analysis.hpp"
+#include "../eval/slots.hpp"
+#include "activity.hpp"
 #include "reverse.hpp"
 #include "sizing.hpp"
 

@@ -7,18 +7,19 @@
 // snapshot of its carried locals per iteration onto the adstack; in reverse,
 // each iteration pops its snapshot, recomputes its own body and sweeps it.
 //
-// Expressions are first recorded into a tape that holds exactly the values
-// the derivative rules need (decided at compile time), then the adjoint is
-// pushed down the tape. Nothing is evaluated twice, and no value the rules do
-// not need is evaluated at all.
+// Expressions are first recorded into a tree of `recorded` values that
+// holds exactly the values the derivative rules need (decided at compile
+// time), then the adjoint is pushed down that tree (ctg::tape, by contrast,
+// records whole launches). Nothing is evaluated twice, and no value the
+// rules do not need is evaluated at all.
 #pragma once
 #include <type_traits>
 
 #include "../memory/atomic.hpp"
 #include "../eval/forward.hpp"
 #include "adstack.hpp"
-#include "analysis.hpp"
-#include "rules.hpp"
+#include "activity.hpp"
+#include "derivatives.hpp"
 
 namespace ctg::ad {
 
@@ -51,13 +52,13 @@ CTG_HOST_DEVICE void zero_all(detail::tuple<T...>& t) {
   }(std::index_sequence_for<T...>{});
 }
 
-// A recorded expression: its value (or absent<T>) and its operands' tapes.
+// A recorded expression: its value (or absent<T>) and its operands' records.
 template <class V, class... Kids>
-struct tape {
+struct recorded {
   V value;
   detail::tuple<Kids...> kids;
 };
-struct no_tape {};
+struct nothing_recorded {};
 
 template <class K, class T>
 CTG_HOST_DEVICE auto value_of(T const& t) {
@@ -120,7 +121,7 @@ struct reverse {
   CTG_HOST_DEVICE static auto record(node<Op, K...> const& n, Fr& f) {
     using N = node<Op, K...>;
     if constexpr (!Need && !active<N>) {
-      return no_tape{};
+      return nothing_recorded{};
     } else {
       return record_node<Need>(n, f);
     }
@@ -138,15 +139,15 @@ struct reverse {
   template <bool Need, class Fr, class Op>
     requires(!is_access_op<Op>)
   CTG_HOST_DEVICE static auto record_node(node<Op> const& n, Fr& f) {
-    return tape<decltype(value_if<Need>(n, f))>{value_if<Need>(n, f), {}};
+    return recorded<decltype(value_if<Need>(n, f))>{value_if<Need>(n, f), {}};
   }
 
   template <bool Need, class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx>
   CTG_HOST_DEVICE static auto record_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      // Kids are built in place inside the returned tape (no copies of sub-tapes).
-      using Tape = tape<std::conditional_t<Need, T, absent<T>>, decltype(record<true>(detail::get<Is>(n.kids), f))...>;
-      Tape t{{}, {{{record<true>(detail::get<Is>(n.kids), f)}...}}};
+      // Kids are built in place inside the returned record (no copies of sub-records).
+      using Record = recorded<std::conditional_t<Need, T, absent<T>>, decltype(record<true>(detail::get<Is>(n.kids), f))...>;
+      Record t{{}, {{{record<true>(detail::get<Is>(n.kids), f)}...}}};
       if constexpr (Need) {
         T const* p = eval::element_pointer(detail::get<I>(*f.args), B, I, f, detail::get<Is>(t.kids).value...);
         t.value = eval::missing(p) ? zero_of<T>() : *p;
@@ -161,16 +162,16 @@ struct reverse {
   template <bool Need, class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
     if constexpr (!Need && !active<node<op::math<Fn>, K...>>)
-      return no_tape{};
+      return nothing_recorded{};
     else
       return record_math<Need>(n, f, std::index_sequence_for<K...>{});
   }
   template <bool Need, class Fr, class Fn, class... K, std::size_t... Is>
   CTG_HOST_DEVICE static auto record_math(node<op::math<Fn>, K...> const& n, Fr& f, std::index_sequence<Is...>) {
     using N = node<op::math<Fn>, K...>;
-    using Tape = tape<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>,
+    using Record = recorded<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>,
                       decltype(record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f))...>;
-    Tape t{{}, {{{record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f)}...}}};
+    Record t{{}, {{{record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f)}...}}};
     if constexpr (Need) t.value = Fn::apply(detail::get<Is>(t.kids).value...);
     return t;
   }
@@ -186,9 +187,9 @@ struct reverse {
   CTG_HOST_DEVICE static auto record_node(node<op::custom<N, F>, K...> const& n, Fr& f) {
     using Node = node<op::custom<N, F>, K...>;
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      using Tape = tape<std::conditional_t<Need, value_t<Node>, absent<value_t<Node>>>,
+      using Record = recorded<std::conditional_t<Need, value_t<Node>, absent<value_t<Node>>>,
                         decltype(record<Need || active<Node>>(detail::get<Is>(n.kids), f))...>;
-      Tape t{{}, {{{record<Need || active<Node>>(detail::get<Is>(n.kids), f)}...}}};
+      Record t{{}, {{{record<Need || active<Node>>(detail::get<Is>(n.kids), f)}...}}};
       if constexpr (Need) t.value = n.op.fn.forward(detail::get<Is>(t.kids).value...);
       return t;
     }(std::index_sequence_for<K...>{});
@@ -198,9 +199,9 @@ struct reverse {
   CTG_HOST_DEVICE static auto record_node(node<op::cast<T>, K> const& n, Fr& f) {
     auto kt = record<Need>(kid<0>(n), f);
     if constexpr (Need)
-      return tape<T, decltype(kt)>{forward::eval(n, f), {{{kt}}}};
+      return recorded<T, decltype(kt)>{forward::eval(n, f), {{{kt}}}};
     else
-      return tape<absent<T>, decltype(kt)>{{}, {{{kt}}}};
+      return recorded<absent<T>, decltype(kt)>{{}, {{{kt}}}};
   }
 
   template <bool Need, class Fr, class C, class A, class B>
@@ -218,22 +219,22 @@ struct reverse {
       tb = record<Need>(kid<2>(n), f);
     if constexpr (Need) {
       V v = tc.value ? convert<V>(ta.value) : convert<V>(tb.value);
-      return tape<V, decltype(tc), TA, TB>{v, {{{tc}, {ta}, {tb}}}};
+      return recorded<V, decltype(tc), TA, TB>{v, {{{tc}, {ta}, {tb}}}};
     } else {
-      return tape<absent<V>, decltype(tc), TA, TB>{{}, {{{tc}, {ta}, {tb}}}};
+      return recorded<absent<V>, decltype(tc), TA, TB>{{}, {{{tc}, {ta}, {tb}}}};
     }
   }
 
   template <bool Need, class Fr, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::stop_grad, K> const& n, Fr& f) {
     auto kt = record<Need>(kid<0>(n), f);
-    return tape<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
+    return recorded<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
   }
 
   template <bool Need, class Fr, class Name, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::func_scope<Name>, K> const& n, Fr& f) {
     auto kt = record<Need>(kid<0>(n), f);
-    return tape<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
+    return recorded<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
   }
 
   template <bool Need, class Fr, class V, class... I>
@@ -244,10 +245,10 @@ struct reverse {
       auto ti = detail::make_tuple(record<Need || active<N>>(detail::get<Is + 1>(n.kids), f)...);
       if constexpr (Need) {
         auto v = tv.value.coeff(detail::get<Is>(ti).value...);
-        return tape<decltype(v), decltype(tv), std::remove_cvref_t<decltype(detail::get<Is>(ti))>...>{
+        return recorded<decltype(v), decltype(tv), std::remove_cvref_t<decltype(detail::get<Is>(ti))>...>{
             v, {{{tv}, {detail::get<Is>(ti)}...}}};
       } else {
-        return tape<absent<value_t<N>>, decltype(tv), std::remove_cvref_t<decltype(detail::get<Is>(ti))>...>{
+        return recorded<absent<value_t<N>>, decltype(tv), std::remove_cvref_t<decltype(detail::get<Is>(ti))>...>{
             {}, {{{tv}, {detail::get<Is>(ti)}...}}};
       }
     }(std::index_sequence_for<I...>{});
@@ -257,14 +258,14 @@ struct reverse {
   CTG_HOST_DEVICE static auto record_node(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
     using N = node<op::make_matrix<R, C>, K...>;
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      using Tape = tape<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>, decltype(record<Need>(detail::get<Is>(n.kids), f))...>;
-      Tape t{{}, {{{record<Need>(detail::get<Is>(n.kids), f)}...}}};
+      using Record = recorded<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>, decltype(record<Need>(detail::get<Is>(n.kids), f))...>;
+      Record t{{}, {{{record<Need>(detail::get<Is>(n.kids), f)}...}}};
       if constexpr (Need) t.value = forward::eval(n, f);
       return t;
     }(std::index_sequence_for<K...>{});
   }
 
-  // ---- pushing adjoints down a tape ---------------------------------------------------------
+  // ---- pushing adjoints down a record ---------------------------------------------------------
   template <class Fr, class Op, class... K, class T, class G>
   CTG_HOST_DEVICE static void backprop(node<Op, K...> const& n, T const& t, G const& g, Fr& f) {
     if constexpr (active<node<Op, K...>>) backprop_node(n, t, g, f);
@@ -319,7 +320,7 @@ struct reverse {
         return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...));
       }(std::index_sequence_for<K...>{});
     } else {
-      return no_tape{};
+      return nothing_recorded{};
     }
   }
 

@@ -14,7 +14,7 @@
 #include "../errors.hpp"
 #include "../eval/forward.hpp"
 #include "adstack.hpp"
-#include "analysis.hpp"
+#include "activity.hpp"
 
 namespace ctg::ad {
 

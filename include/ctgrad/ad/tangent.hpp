@@ -6,10 +6,10 @@
 #include <type_traits>
 
 #include "../memory/atomic.hpp"
-#include "../eval/analysis.hpp"
+#include "../eval/slots.hpp"
 #include "../eval/forward.hpp"
 #include "../eval/frame.hpp"
-#include "rules.hpp"
+#include "derivatives.hpp"
 #include "../lower/vocabulary.hpp"
 
 namespace ctg::ad {

@@ -6,7 +6,7 @@
 
 #include "../ad/offload.hpp"
 #include "../ad/tangent.hpp"
-#include "../eval/analysis.hpp"
+#include "../eval/slots.hpp"
 #include "../eval/forward.hpp"
 #include "../eval/status.hpp"
 #include "../lower/vocabulary.hpp"

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "../ad/analysis.hpp"
+#include "../ad/activity.hpp"
 #include "../lower/vocabulary.hpp"
 
 namespace ctg::check {

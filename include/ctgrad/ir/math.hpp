@@ -3,7 +3,7 @@
 // (linear operations need none of their operands' values in the reverse pass,
 // which decides what the adstack must keep), and evaluates on scalars and,
 // where it makes sense, on fixed-size Eigen matrices. Derivative rules live in
-// ad/rules.hpp, keyed by the same types.
+// ad/derivatives.hpp, keyed by the same types.
 #pragma once
 #include <cmath>
 #include <type_traits>

@@ -2,7 +2,7 @@
 // and its derivative side by side. A row is the whole of a new operation:
 // the IR's function object (ir/math.hpp), the kernel-language function
 // ctg::NAME (ir/expr.hpp, lower/builders.hpp), its derivative rule for the
-// adjoint and the tangent (ad/rules.hpp) and its place in the table-driven
+// adjoint and the tangent (ad/derivatives.hpp) and its place in the table-driven
 // tests (tests/unit/math_op_table.cpp) are all generated from it.
 //
 // Columns: X(NAME, KIND, VALUE, DERIVATIVE)

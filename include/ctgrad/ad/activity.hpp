@@ -7,8 +7,8 @@
 #pragma once
 #include <type_traits>
 
-#include "../eval/analysis.hpp"
-#include "rules.hpp"
+#include "../eval/slots.hpp"
+#include "derivatives.hpp"
 #include "../lower/vocabulary.hpp"
 
 namespace ctg::ad {
