@@ -213,19 +213,26 @@ static_assert([] {
   return true;
 }(), "ctgrad: a finding decided at compile time has no ctg::diagnostic specialisation");
 
+// Where a compile-time diagnostic points, as a type whose name prints as
+// text: the kernel, the field parameter (number, and type of the launch's
+// argument Args[Param]) and the func chain `Funcs`.
+template <detail::fixed_string Kernel, int Param, class Args, char const* const& Funcs>
+struct location_of {
+  static constexpr char const* kernel_chars = Kernel.chars;
+  using kernel_text = typename detail::text_of_chars<Kernel.view().size(), kernel_chars>::type;
+  using func_text = typename detail::text_of_chars<detail::length(Funcs), Funcs>::type;
+  using param_type = typename detail::nth_type<Args, Param>::type;
+  using type = where<in_kernel<kernel_text>, parameter<Param, param_type>, in_funcs<func_text>>;
+};
+
 // The diagnostic type for the first finding of a constexpr report on a
 // kernel launched with arguments Args (a type list); instantiating it fails
 // the build with that finding's message.
 template <detail::fixed_string Kernel, report const& R, class Args>
 struct first_diagnostic {
   static constexpr auto first = R.items[0];
-  static constexpr char const* kernel_chars = Kernel.chars;
   static constexpr char const* func_chars = first.func;
-  using kernel_text = typename detail::text_of_chars<Kernel.view().size(), kernel_chars>::type;
-  using func_text = typename detail::text_of_chars<detail::length(first.func), func_chars>::type;
-  using param_type = typename detail::nth_type<Args, first.param>::type;
-  using type = diagnostic<first.what, where<in_kernel<kernel_text>, parameter<first.param, param_type>,
-                                            in_funcs<func_text>>>;
+  using type = diagnostic<first.what, typename location_of<Kernel, first.param, Args, func_chars>::type>;
 };
 
 // Mistakes the body's types show (ir/misuse.hpp), each with its message.
@@ -310,14 +317,9 @@ struct misuse_diagnostic<ir::misuse<ir::misuse_kind::missing_return, P, R, G>, W
 // the funcs it sits in.
 template <detail::fixed_string Kernel, class Misuse, class Offloads, class Args>
 struct misuse_diagnostic_of {
-  static constexpr char const* kernel_chars = Kernel.chars;
   static constexpr check::func_chain funcs = detail::funcs_to_misuse_of<Offloads>();
   static constexpr char const* func_chars = funcs.s;
-  using kernel_text = typename detail::text_of_chars<Kernel.view().size(), kernel_chars>::type;
-  using func_text = typename detail::text_of_chars<detail::length(funcs.s), func_chars>::type;
-  using param_type = typename detail::nth_type<Args, Misuse::param>::type;
-  using type = misuse_diagnostic<Misuse, where<in_kernel<kernel_text>, parameter<Misuse::param, param_type>,
-                                               in_funcs<func_text>>>;
+  using type = misuse_diagnostic<Misuse, typename location_of<Kernel, Misuse::param, Args, func_chars>::type>;
 };
 
 }  // namespace ctg

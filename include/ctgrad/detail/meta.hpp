@@ -39,4 +39,14 @@ inline constexpr bool one_of = (std::is_same_v<T, Ts> || ...);
 
 constexpr int max_int(int a, int b) { return a > b ? a : b; }
 
+// The first of Ts that is not void, or void.
+template <class... Ts>
+struct first_non_void {
+  using type = void;
+};
+template <class T, class... Rest>
+struct first_non_void<T, Rest...> {
+  using type = std::conditional_t<std::is_void_v<T>, typename first_non_void<Rest...>::type, T>;
+};
+
 }  // namespace ctg::detail

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "../detail/meta.hpp"
 #include "node.hpp"
 
 namespace ctg::ir {
@@ -35,15 +36,6 @@ struct misuse {
   constexpr std::string_view view() const { return {}; }
 };
 
-template <class... Found>
-struct first_non_void {
-  using type = void;
-};
-template <class T, class... Rest>
-struct first_non_void<T, Rest...> {
-  using type = std::conditional_t<std::is_void_v<T>, typename first_non_void<Rest...>::type, T>;
-};
-
 // The first misuse in a type built of type-only templates (the tuple of
 // offloads, their nodes), or void.
 template <class T>
@@ -56,7 +48,7 @@ struct first_misuse<op::func_scope<misuse<K, P, R, G>>> {
 };
 template <template <class...> class C, class... Ts>
 struct first_misuse<C<Ts...>> {
-  using type = typename first_non_void<typename first_misuse<Ts>::type...>::type;
+  using type = typename ::ctg::detail::first_non_void<typename first_misuse<Ts>::type...>::type;
 };
 template <class T>
 using first_misuse_t = typename first_misuse<T>::type;

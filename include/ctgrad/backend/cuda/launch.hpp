@@ -164,6 +164,25 @@ inline void after_launch(std::string_view kernel, eval::launch_status* device_st
 template <class Plan>
 constexpr bool reads_status = CTG_BOUNDS_CHECK || Plan::uses_stack;
 
+// The adstack bytes one thread of an offload needs, sized on the host from
+// its loop bounds (the parallel loop's box; device integer fields read
+// through host mirrors). `site` receives a loop no launch can size.
+template <class Plan, class Body, class Args, int A = 1>
+long long adstack_bytes(Body const& body, Args const& args, long long iterations, int& site,
+                        backend::loop_box<A> const* box = nullptr) {
+  if constexpr (!Plan::uses_stack) {
+    (void)body, (void)args, (void)iterations, (void)site, (void)box;
+    return 0;
+  } else {
+    std::vector<std::vector<unsigned char>> keep;
+    Args const mirrored = host_mirror(args, keep);
+    ad::bound_env<Plan::shape::levels, Plan::shape::axes> env{};
+    if (box)
+      for (int a = 0; a < A; ++a) env.idx[0][a] = {box->lo[a], box->hi[a] - 1, true};
+    return Plan::stack_bytes(body, mirrored, env, iterations, site);
+  }
+}
+
 template <class Pass, int Slots, class Args, class S>
 void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, std::string_view kernel) {
@@ -192,18 +211,11 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   if (count <= 0) return;
   auto const& body = detail::get<2 * A>(loop.kids);
 
-  long long capacity = 0;
-  if constexpr (plan::uses_stack) {
-    std::vector<std::vector<unsigned char>> keep;
-    Args const mirrored = host_mirror(args, keep);
-    ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
-    for (int a = 0; a < A; ++a) env.idx[0][a] = {box.lo[a], box.hi[a] - 1, true};
-    int site = -1;
-    capacity = plan::stack_bytes(body, mirrored, env, iterations, site);
-    if (site >= 0) {
-      if (unsized) *unsized = site;
-      return;
-    }
+  int site = -1;
+  long long const capacity = adstack_bytes<plan>(body, args, iterations, site, &box);
+  if (site >= 0) {
+    if (unsized) *unsized = site;
+    return;
   }
   std::int64_t blocks = (count + block_size - 1) / block_size;
   blocks = std::min<std::int64_t>(blocks, std::int64_t(multiprocessors()) * 32);
@@ -225,17 +237,11 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
   using plan = typename Pass::template plan<Args, serial_offload<B>, Slots>;
   auto* dstatus = static_cast<eval::launch_status*>(scratch::status().get(sizeof(eval::launch_status) + 64, "launch status"));
   check(cudaMemsetAsync(dstatus, 0, sizeof(eval::launch_status)), "kernel '" + std::string(kernel) + "'");
-  long long capacity = 0;
-  if constexpr (plan::uses_stack) {
-    std::vector<std::vector<unsigned char>> keep;
-    Args const mirrored = host_mirror(args, keep);
-    ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
-    int site = -1;
-    capacity = plan::stack_bytes(o.body, mirrored, env, iterations, site);
-    if (site >= 0) {
-      if (unsized) *unsized = site;
-      return;
-    }
+  int site = -1;
+  long long const capacity = adstack_bytes<plan>(o.body, args, iterations, site);
+  if (site >= 0) {
+    if (unsized) *unsized = site;
+    return;
   }
   std::uint32_t* stack =
       capacity > 0 ? static_cast<std::uint32_t*>(scratch::stacks().get(std::size_t(capacity), "adstack")) : nullptr;
