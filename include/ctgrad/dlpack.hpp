@@ -109,12 +109,12 @@ DLManagedTensor* to_dlpack(field<T, Rank, F> const& f) {
   DLTensor& t = out->tensor.dl_tensor;
   t.data = f.data();
   t.device = {f.space() == memory_space::device ? kDLCUDA : kDLCPU, 0};
-#  if defined(CTG_HAS_CUDA)
   if (f.space() == memory_space::device) {
-    cudaPointerAttributes attributes{};
-    if (cudaPointerGetAttributes(&attributes, f.data()) == cudaSuccess) t.device.device_id = attributes.device;
+    bool known = false;
+    int id = 0;
+    (void)memory::device_space::kind_of(f.data(), known, &id);
+    if (known) t.device.device_id = id;
   }
-#  endif
   t.ndim = ndim;
   t.dtype = detail::dlpack_dtype<S>();
   t.shape = out->shape.data();
@@ -157,14 +157,12 @@ field<T, Rank, F> from_dlpack(DLManagedTensor* tensor, view_options<T> opts = {}
   if (opts.space != space && opts.space != memory_space::host)
     mismatch("the view asks for device memory, the tensor is on the host");
   opts.space = space;
-#  if defined(CTG_HAS_CUDA)
-  if (space == memory_space::device) {
-    int current = 0;
-    if (cudaGetDevice(&current) == cudaSuccess && current != t.device.device_id)
+  if (space == memory_space::device && memory::device_space::compiled) {
+    int const current = memory::device_space::current_device();
+    if (current != t.device.device_id)
       mismatch("the tensor is on CUDA device " + std::to_string(t.device.device_id) + ", the current device is " +
                std::to_string(current) + ". Fix: cudaSetDevice to the tensor's device first");
   }
-#  endif
   if (t.ndim != Rank + axes::count)
     mismatch("the tensor has " + std::to_string(t.ndim) + " axes, a field of rank " + std::to_string(Rank) +
              (axes::count ? " with " + std::to_string(axes::count) + " element axes" : std::string()) + " needs " +

@@ -29,10 +29,7 @@
 #include "element.hpp"
 #include "errors.hpp"
 #include "memory/copy_cache.hpp"
-
-#if defined(CTG_HAS_CUDA)
-#  include "memory/cuda.hpp"
-#endif
+#include "memory/space.hpp"
 
 // Checks that cost a look-up per launch on views of user memory (a view
 // outliving its memory): on unless NDEBUG, like CTG_BOUNDS_CHECK.
@@ -61,9 +58,6 @@ inline constexpr flags dual = flags::dual;
 // out of plain fields so that their addressing stays a row-major offset.
 inline constexpr flags strided = flags::strided;
 
-enum class memory_space { host, device };
-inline constexpr memory_space host = memory_space::host;
-inline constexpr memory_space device = memory_space::device;
 
 struct field_options {
   std::string_view name{};
@@ -368,18 +362,8 @@ inline void copy_elements(void* to, element_layout const& dst, void const* from,
     auto const* in = static_cast<unsigned char const*>(from) + s;
     std::size_t const e = src.element_bytes;
     std::int64_t const ds = inner >= 0 ? dst.stride[inner] : 0, ss = inner >= 0 ? src.stride[inner] : 0;
-    if (!device) {
-      for (std::int64_t r = 0; r < rows; ++r) std::memcpy(out + r * ds, in + r * ss, e);
-    } else {
-#if defined(CTG_HAS_CUDA)
-      auto const pitch = [&](std::int64_t stride) { return std::size_t(std::max<std::int64_t>(stride, std::int64_t(e))); };
-      cuda::check(cudaMemcpy2D(out, pitch(ds), in, pitch(ss), e, std::size_t(rows), cudaMemcpyDefault),
-                  "strided copy for " + what);
-#else
-      (void)what;
-      throw launch_error(what + " is in device memory, but this program was built without CUDA");
-#endif
-    }
+    memory::in_space(device ? memory_space::device : memory_space::host,
+                     [&](auto space) { space.copy_rows(out, ds, in, ss, e, rows, what); });
     for (int a = inner - 1; a >= 0; --a) {
       if (++idx[a] < src.extent[a]) break;
       idx[a] = 0;
@@ -421,32 +405,19 @@ struct field_storage {
   // more.
   void* allocate_bytes(std::size_t requested) const {
     std::size_t const n = requested ? requested : 1;
-    if (space == memory_space::host) {
-      void* p = detail::copy_cache::after_trim_if_needed(
-          false, [n] { return ::operator new(n, std::align_val_t{alignment}); });
-      std::memset(p, 0, n);
+    std::string const what = "field '" + name + "'";
+    return memory::in_space(space, [&](auto tag) {
+      void* p = detail::copy_cache::after_trim_if_needed(tag.space == memory_space::device,
+                                                        [&] { return tag.allocate(n, what); });
+      tag.zero(p, n, what);
       return p;
-    }
-#if defined(CTG_HAS_CUDA)
-    return detail::copy_cache::after_trim_if_needed(true, [&] { return cuda::device_malloc(n, "field '" + name + "'"); });
-#else
-    throw launch_error("field '" + name +
-                       "': device memory requested, but this program was built without "
-                       "CUDA (link ctgrad::cuda)");
-#endif
+    });
   }
   // Where copies of this storage's values (a tape's saved versions) take
   // their blocks from and give them back to.
   detail::copy_cache& copy_blocks() const { return detail::copy_cache::of(space == memory_space::device); }
   void release(void* p) noexcept {
-    if (!p) return;
-    if (space == memory_space::host) {
-      ::operator delete(p, std::align_val_t{alignment});
-      return;
-    }
-#if defined(CTG_HAS_CUDA)
-    cuda::device_free(p);
-#endif
+    memory::in_space(space, [p](auto tag) { tag.release(p); });
   }
   // Copies `bytes` between two buffers of this storage's memory space. With a
   // strided layout one side is a buffer of this storage and the other a
@@ -463,13 +434,7 @@ struct field_storage {
         copy_elements(dst, packed_layout, src, layout, space == memory_space::device, "field '" + name + "'");
       return;
     }
-    if (space == memory_space::host) {
-      std::memcpy(dst, src, bytes);
-      return;
-    }
-#if defined(CTG_HAS_CUDA)
-    cuda::copy_on_device(dst, src, bytes, "field '" + name + "'");
-#endif
+    memory::in_space(space, [&](auto tag) { tag.copy(dst, src, bytes, "field '" + name + "'"); });
   }
 
   // ---- write tracking ---------------------------------------------------------------------------
@@ -526,18 +491,14 @@ struct field_storage {
                          "' views memory whose owner is gone (the object given as .owner expired): the view "
                          "outlived its memory. Fix: keep the memory alive while any handle on the view is, or "
                          "view it again");
-#if defined(CTG_HAS_CUDA)
-    if (space == memory_space::device && primal) {
-      cudaPointerAttributes attributes{};
-      cudaError_t const status = cudaPointerGetAttributes(&attributes, primal);
-      if (status != cudaSuccess) (void)cudaGetLastError();
-      if (status != cudaSuccess ||
-          (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged))
+    if (space == memory_space::device && primal && memory::device_space::compiled) {
+      bool known = false;
+      memory::pointer_kind const kind = memory::device_space::kind_of(primal, known);
+      if (!known || kind == memory::pointer_kind::host)
         throw launch_error("CTG-FIELD-009 field '" + field_name +
                            "' views device memory that is no longer allocated (cudaFree'd?): the view outlived its "
                            "memory. Fix: free the memory only after the last handle on the view is gone");
     }
-#endif
   }
 
   ~field_storage() {
@@ -937,19 +898,11 @@ class field {
       if (!layout().packed()) return copy_strided(dst, src, to_field);
     }
     std::size_t const bytes = std::size_t(size()) * sizeof(T);
-    if (space_ == memory_space::host) {
-      if (bytes) std::memcpy(dst, src, bytes);
-      return;
-    }
-#if defined(CTG_HAS_CUDA)
+    std::string const what = "field '" + name_ + "'";
     if (to_field)
-      cuda::copy_to_device(dst, src, bytes, "field '" + name_ + "'");
+      memory::write_from_host(space_, dst, src, bytes, what);
     else
-      cuda::copy_to_host(dst, src, bytes, "field '" + name_ + "'");
-#else
-    (void)dst, (void)src, (void)to_field, (void)bytes;
-    throw launch_error("field '" + name_ + "' is on the device, but this program was built without CUDA");
-#endif
+      memory::read_to_host(space_, dst, src, bytes, what);
   }
   void zero_buffer(T* buffer) const {
     if constexpr (is_strided) {
@@ -959,13 +912,7 @@ class field {
       }
     }
     std::size_t const bytes = std::size_t(size()) * sizeof(T);
-    if (space_ == memory_space::host) {
-      if (bytes) std::memset(static_cast<void*>(buffer), 0, bytes);
-      return;
-    }
-#if defined(CTG_HAS_CUDA)
-    cuda::zero_device(buffer, bytes, "field '" + name_ + "'");
-#endif
+    memory::in_space(space_, [&](auto tag) { tag.zero(buffer, bytes, "field '" + name_ + "'"); });
   }
 
   std::shared_ptr<detail::field_storage> owner_;

@@ -84,13 +84,16 @@ inline bool multiply_overflows(std::int64_t a, std::int64_t b, std::int64_t& out
 // Checks that `space` is where the pointer lives (with CUDA; without it a
 // device view cannot be used at all).
 inline void check_space(void const* p, memory_space space, std::string const& name, char const* which) {
-#if defined(CTG_HAS_CUDA)
-  cudaPointerAttributes attributes{};
-  cudaError_t const status = cudaPointerGetAttributes(&attributes, p);
-  if (status != cudaSuccess) (void)cudaGetLastError();
-  bool const on_device =
-      status == cudaSuccess && (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged);
-  bool const managed = status == cudaSuccess && attributes.type == cudaMemoryTypeManaged;
+  if (!memory::device_space::compiled) {
+    if (space == memory_space::device)
+      view_error("CTG-FIELD-011", name,
+                 "device memory given, but this program was built without CUDA (link ctgrad::cuda)");
+    return;
+  }
+  bool known = false;
+  memory::pointer_kind const kind = memory::device_space::kind_of(p, known);
+  bool const on_device = known && kind != memory::pointer_kind::host;
+  bool const managed = known && kind == memory::pointer_kind::managed;
   if (space == memory_space::device && !on_device)
     view_error("CTG-FIELD-011", name,
                std::string(which) + " pointer is not device memory, but the view says .space = ctg::device. Fix: "
@@ -99,12 +102,6 @@ inline void check_space(void const* p, memory_space space, std::string const& na
     view_error("CTG-FIELD-011", name,
                std::string(which) + " pointer is device memory, but the view is on the host. Fix: view it with "
                                     "{.space = ctg::device}");
-#else
-  (void)p, (void)which;
-  if (space == memory_space::device)
-    view_error("CTG-FIELD-011", name,
-               "device memory given, but this program was built without CUDA (link ctgrad::cuda)");
-#endif
 }
 
 // The one place views are made: checks the layout, then finds the storage of

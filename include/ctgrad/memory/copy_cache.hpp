@@ -23,10 +23,7 @@
 #include <vector>
 
 #include "../errors.hpp"
-
-#if defined(CTG_HAS_CUDA)
-#  include "cuda.hpp"
-#endif
+#include "space.hpp"
 
 namespace ctg {
 
@@ -43,7 +40,7 @@ namespace detail {
 
 class copy_cache {
  public:
-  static constexpr std::size_t alignment = 64;  // of every host buffer of a field (field_storage uses it)
+  static constexpr std::size_t alignment = memory::host_alignment;
   // A block may serve a copy of at least size - size / (slack_divisor + 1)
   // bytes (a block at most an eighth larger than the copy).
   static constexpr std::size_t slack_divisor = 8;
@@ -173,38 +170,17 @@ class copy_cache {
     static registry& r = *new registry;
     return r;
   }
-  static int current_device() {
-#if defined(CTG_HAS_CUDA)
-    int id = 0;
-    if (cudaGetDevice(&id) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    return id < 0 ? 0 : id;
-#else
-    return 0;
-#endif
-  }
+  static int current_device() { return memory::device_space::current_device(); }
 
   explicit copy_cache(bool device, std::size_t limit = default_limit) : device_(device), limit_(limit) {}
 
+  memory_space space() const { return device_ ? memory_space::device : memory_space::host; }
   void* allocate(std::size_t n, std::string_view field) const {
-    if (!device_) return ::operator new(n, std::align_val_t{alignment});
     std::string const what = "a copy of field '" + std::string(field) + "'";
-#if defined(CTG_HAS_CUDA)
-    return cuda::device_malloc_uninitialized(n, what);
-#else
-    throw launch_error(what + ": device memory requested, but this program was built without CUDA (link ctgrad::cuda)");
-#endif
+    return memory::in_space(space(), [&](auto tag) { return tag.allocate(n, what); });
   }
   void release(void* p) const noexcept {
-    if (!device_) {
-      ::operator delete(p, std::align_val_t{alignment});
-      return;
-    }
-#if defined(CTG_HAS_CUDA)
-    cuda::device_free(p);
-#endif
+    memory::in_space(space(), [p](auto tag) { tag.release(p); });
   }
 
   bool const device_;

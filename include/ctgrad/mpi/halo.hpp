@@ -18,7 +18,7 @@
 // between rank 0 and the blocks.
 #pragma once
 #include <mpi.h>
-#if defined(CTG_HAS_CUDA) && defined(OPEN_MPI) && __has_include(<mpi-ext.h>)
+#if defined(OPEN_MPI) && __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support
 #endif
 
@@ -57,35 +57,11 @@ inline int message_count(std::int64_t bytes, grid const& g, std::string const& s
 // Whether this MPI library takes device pointers in its calls (OpenMPI's
 // extension reports it at run time); decided once per process.
 inline bool mpi_takes_device_memory() {
-#if defined(CTG_HAS_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-  static bool const aware = MPIX_Query_cuda_support() == 1;
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  static bool const aware = memory::device_space::compiled && MPIX_Query_cuda_support() == 1;
   return aware;
 #else
   return false;
-#endif
-}
-
-// Copies between host memory and a field's buffer, in host or device memory.
-inline void read_buffer(bool device, void* host, void const* buffer, std::int64_t bytes, std::string const& what) {
-  if (!device) {
-    std::memcpy(host, buffer, std::size_t(bytes));
-    return;
-  }
-#if defined(CTG_HAS_CUDA)
-  ctg::cuda::copy_to_host(host, buffer, std::size_t(bytes), what);
-#else
-  throw launch_error(what + ": device memory in a build without CUDA");
-#endif
-}
-inline void write_buffer(bool device, void* buffer, void const* host, std::int64_t bytes, std::string const& what) {
-  if (!device) {
-    std::memcpy(buffer, host, std::size_t(bytes));
-    return;
-  }
-#if defined(CTG_HAS_CUDA)
-  ctg::cuda::copy_to_device(buffer, host, std::size_t(bytes), what);
-#else
-  throw launch_error(what + ": device memory in a build without CUDA");
 #endif
 }
 
@@ -102,28 +78,22 @@ struct block_memory {
   block_memory(decomposition& dec, bool on_device, std::string const& name)
       : device(on_device), direct(!on_device || mpi_takes_device_memory()), d(&dec), what(&name) {}
 
+  memory_space space() const { return device ? memory_space::device : memory_space::host; }
+  std::string description() const { return "the halo of decomposed field '" + *what + "'"; }
   void read(void* host, void const* block, std::int64_t bytes) const {
-    read_buffer(device, host, block, bytes, "the halo of decomposed field '" + *what + "'");
+    memory::read_to_host(space(), host, block, std::size_t(bytes), description());
     if (device) d->stats.staged_bytes += bytes;
   }
   void write(void* block, void const* host, std::int64_t bytes) const {
-    write_buffer(device, block, host, bytes, "the halo of decomposed field '" + *what + "'");
+    memory::write_from_host(space(), block, host, std::size_t(bytes), description());
     if (device) d->stats.staged_bytes += bytes;
   }
   void zero(void* block, std::int64_t bytes) const {
-    if (!device) {
-      std::memset(block, 0, std::size_t(bytes));
-      return;
-    }
-#if defined(CTG_HAS_CUDA)
-    ctg::cuda::zero_device(block, std::size_t(bytes), "the halo of decomposed field '" + *what + "'");
-#endif
+    memory::in_space(space(), [&](auto tag) { tag.zero(block, std::size_t(bytes), description()); });
   }
   // Before MPI reads device memory itself: the launches that wrote it are done.
   void settle() const {
-#if defined(CTG_HAS_CUDA)
-    if (device && direct) ctg::cuda::wait_for_device("the halo of decomposed field '" + *what + "'");
-#endif
+    if (device && direct) memory::device_space::settle(description());
   }
 };
 
@@ -284,9 +254,9 @@ void sum(grid const& g, field<T, 0, F> const& loss) {
   auto collective = [device = loss.space() == memory_space::device](T* value, std::string const& name, auto&& call) {
     T host;
     T* const at = device ? &host : value;
-    if (device) detail::read_buffer(true, &host, value, sizeof(T), "ctg::mpi::sum of '" + name + "'");
+    if (device) memory::read_to_host(memory_space::device, &host, value, sizeof(T), "ctg::mpi::sum of '" + name + "'");
     call(at);
-    if (device) detail::write_buffer(true, value, &host, sizeof(T), "ctg::mpi::sum of '" + name + "'");
+    if (device) memory::write_from_host(memory_space::device, value, &host, sizeof(T), "ctg::mpi::sum of '" + name + "'");
   };
   detail::recorded_step(
       "ctg::mpi::sum", loss,
@@ -324,7 +294,8 @@ std::vector<T> gather_buffer(dfield<T, R, F> const& u, T const* buffer, int root
   std::vector<unsigned char> staged;  // the owned rows of a device block, on the host
   if (u.space() == memory_space::device) {
     staged.resize(std::size_t(counts[std::size_t(g.rank())]));
-    read_buffer(true, staged.data(), mine, std::int64_t(staged.size()), std::string(what) + " of '" + u.name() + "'");
+    memory::read_to_host(memory_space::device, staged.data(), mine, staged.size(),
+                         std::string(what) + " of '" + u.name() + "'");
     mine = staged.data();
   }
   g.check(MPI_Gatherv(mine, counts[std::size_t(g.rank())], MPI_BYTE, out.data(), counts.data(), displs.data(),
@@ -356,10 +327,9 @@ void copy_from_global(dfield<T, R, F> const& u, std::vector<T> const& global) {
                        std::to_string(u.global_size()) + " elements globally, the vector " +
                        std::to_string(global.size()) + " (rank " + std::to_string(u.decomposition().rank()) + ")");
   std::int64_t const row = u.row_elements();
-  detail::write_buffer(u.space() == memory_space::device, u.data() + std::int64_t(u.ghost()) * row,
-                       global.data() + u.owned_lo() * row,
-                       (u.owned_hi() - u.owned_lo()) * row * std::int64_t(sizeof(T)),
-                       "ctg::mpi::copy_from_global of '" + u.name() + "'");
+  memory::write_from_host(u.space(), u.data() + std::int64_t(u.ghost()) * row, global.data() + u.owned_lo() * row,
+                          std::size_t((u.owned_hi() - u.owned_lo()) * row) * sizeof(T),
+                          "ctg::mpi::copy_from_global of '" + u.name() + "'");
   u.note_write();
 }
 
