@@ -649,7 +649,7 @@ class kernel_t {
                          "compile the launching code as CUDA (and link ctgrad::cuda)");
 #endif
     }
-    using root = typename backend::offload_root<Offload>::type;
+    using root = typename ir::offload_traits<Offload>::root;
     if (unsized >= 0) {
       std::string where;
       ad::describe_site(static_cast<root const*>(nullptr), unsized, ad::offload_parts<Offload>::body_level, "",

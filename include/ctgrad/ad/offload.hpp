@@ -11,22 +11,7 @@
 namespace ctg::ad {
 
 template <class Offload>
-struct offload_parts;
-template <class S>
-struct offload_parts<parallel_offload<S>> {
-  using loop = typename unwrap_funcs<S>::type;
-  static constexpr int axes = loop::op_type::axes;
-  using body = std::remove_cvref_t<decltype(detail::get<2 * axes>(std::declval<loop>().kids))>;
-  static constexpr bool parallel = true;
-  static constexpr int body_level = 1;
-};
-template <class B>
-struct offload_parts<serial_offload<B>> {
-  using body = B;
-  static constexpr int axes = 0;
-  static constexpr bool parallel = false;
-  static constexpr int body_level = 0;
-};
+using offload_parts = ir::offload_traits<Offload>;
 
 // Whether every iteration of the parallel loop provably owns the elements it
 // touches in field I: accumulation into I (its values in the forward pass, its

@@ -16,16 +16,6 @@ namespace ctg::backend {
 CTG_IMPL_IR_VOCABULARY;
 
 
-template <class Offload>
-struct offload_root;
-template <class S>
-struct offload_root<parallel_offload<S>> {
-  using type = S;
-};
-template <class B>
-struct offload_root<serial_offload<B>> {
-  using type = B;
-};
 
 // The index box of a parallel offload.
 template <int A>
@@ -89,7 +79,7 @@ struct stateless_pass {
   template <class Args, class Offload, int Slots>
   struct plan {
     using shape = eval::loop_shape<Offload>;
-    using locals = typename eval::slot_storage<typename offload_root<Offload>::type, Slots>::type;
+    using locals = typename eval::slot_storage<typename ir::offload_traits<Offload>::root, Slots>::type;
     template <bool Parallel>
     using frame = Frame<Args, locals, shape::levels, shape::axes, Parallel>;
     static constexpr bool uses_stack = false;
@@ -119,7 +109,7 @@ struct forward_pass {
   template <class Args, class Offload, int Slots>
   struct plan : stateless_pass<eval::frame, forward_body>::plan<Args, Offload, Slots> {
     using base = stateless_pass<eval::frame, forward_body>::plan<Args, Offload, Slots>;
-    using dests = eval::privatized_t<typename offload_root<Offload>::type>;
+    using dests = eval::privatized_t<typename ir::offload_traits<Offload>::root>;
     // Fields every iteration touches only at its own elements (the proof the
     // reverse pass uses for plain gradient adds): their += and -= need no
     // atomics.

@@ -108,29 +108,25 @@ struct wrapping_funcs<node<op::func_scope<N>, K>> {
   }
 };
 
+// The checks read offloads through pointers that are null at compile time
+// (only the types are known then).
 template <class Offload>
 struct offload_view;
 template <class S>
-struct offload_view<parallel_offload<S>> {
+struct offload_view<parallel_offload<S>> : ir::offload_traits<parallel_offload<S>> {
+  using traits = ir::offload_traits<parallel_offload<S>>;
   static constexpr void wrapping(func_chain& c) { wrapping_funcs<S>::into(c); }
-  using loop = typename unwrap_funcs<S>::type;
-  static constexpr int axes = loop::op_type::axes;
-  using body = std::remove_cvref_t<decltype(detail::get<2 * axes>(std::declval<loop const&>().kids))>;
-  static constexpr bool parallel = true;
-  static constexpr loop const* loop_ptr(parallel_offload<S> const* o) {
-    return o ? &unwrap_funcs<S>::get(o->stmt) : nullptr;
+  static constexpr typename traits::loop const* loop_ptr(parallel_offload<S> const* o) {
+    return o ? &traits::loop_of(*o) : nullptr;
   }
-  static constexpr body const* body_ptr(parallel_offload<S> const* o) {
-    return o ? &detail::get<2 * axes>(unwrap_funcs<S>::get(o->stmt).kids) : nullptr;
+  static constexpr typename traits::body const* body_ptr(parallel_offload<S> const* o) {
+    return o ? &traits::body_of(*o) : nullptr;
   }
 };
 template <class B>
-struct offload_view<serial_offload<B>> {
+struct offload_view<serial_offload<B>> : ir::offload_traits<serial_offload<B>> {
   static constexpr void wrapping(func_chain&) {}
-  using body = B;
-  using loop = void;
-  static constexpr bool parallel = false;
-  static constexpr body const* body_ptr(serial_offload<B> const* o) { return o ? &o->body : nullptr; }
+  static constexpr B const* body_ptr(serial_offload<B> const* o) { return o ? &o->body : nullptr; }
 };
 
 

@@ -324,6 +324,36 @@ struct unwrap_funcs<node<op::func_scope<N>, K>> {
   }
 };
 
+// One description of an offload, read by the checks, the adjoint and every
+// backend: its root statement, its parallel loop (funcs unwrapped) with the
+// loop's axes and body, where the body sits (loop level 1, or 0 on one
+// thread), and references to them.
+template <class Offload>
+struct offload_traits;
+template <class S>
+struct offload_traits<parallel_offload<S>> {
+  using root = S;
+  using loop = typename unwrap_funcs<S>::type;
+  static constexpr int axes = loop::op_type::axes;
+  using body = std::remove_cvref_t<decltype(::ctg::detail::get<2 * axes>(std::declval<loop const&>().kids))>;
+  static constexpr bool parallel = true;
+  static constexpr int body_level = 1;
+  static constexpr loop const& loop_of(parallel_offload<S> const& o) { return unwrap_funcs<S>::get(o.stmt); }
+  static constexpr body const& body_of(parallel_offload<S> const& o) {
+    return ::ctg::detail::get<2 * axes>(loop_of(o).kids);
+  }
+};
+template <class B>
+struct offload_traits<serial_offload<B>> {
+  using root = B;
+  using loop = void;
+  static constexpr int axes = 0;
+  using body = B;
+  static constexpr bool parallel = false;
+  static constexpr int body_level = 0;
+  static constexpr body const& body_of(serial_offload<B> const& o) { return o.body; }
+};
+
 template <class S>
 inline constexpr bool is_parallel_loop_v = false;
 template <int A, int Site, class... K>

@@ -58,9 +58,9 @@ CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_sta
 template <class Pass, int Slots, class Args, class S>
 struct prepared_offload {
   using plan = typename Pass::template plan<Args, parallel_offload<S>, Slots>;
-  using loop_type = std::remove_cvref_t<decltype(unwrap_funcs<S>::get(std::declval<parallel_offload<S> const&>().stmt))>;
-  static constexpr int axes = loop_type::op_type::axes;
-  using body_type = std::remove_cvref_t<decltype(detail::get<2 * axes>(std::declval<loop_type const&>().kids))>;
+  using traits = ir::offload_traits<parallel_offload<S>>;
+  static constexpr int axes = traits::axes;
+  using body_type = typename traits::body;
 
   Args const& args;
   eval::launch_status& status;
@@ -70,8 +70,8 @@ struct prepared_offload {
   int unsized_site = -1;   // a loop whose adstack no launch can size (nothing runs)
 
   prepared_offload(parallel_offload<S> const& o, Args const& a, eval::launch_status& st, long long iterations)
-      : args(a), status(st), body(detail::get<2 * axes>(unwrap_funcs<S>::get(o.stmt).kids)) {
-    auto const& loop = unwrap_funcs<S>::get(o.stmt);
+      : args(a), status(st), body(traits::body_of(o)) {
+    auto const& loop = traits::loop_of(o);
     typename plan::template frame<false> host;
     host.args = &args;
     host.status = &status;

@@ -187,9 +187,10 @@ template <class Pass, int Slots, class Args, class S>
 void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, std::string_view kernel) {
   using plan = typename Pass::template plan<Args, parallel_offload<S>, Slots>;
-  auto const& loop = unwrap_funcs<S>::get(o.stmt);
-  using L = std::remove_cvref_t<decltype(loop)>;
-  constexpr int A = L::op_type::axes;
+  using traits = ir::offload_traits<parallel_offload<S>>;
+  using L = typename traits::loop;
+  constexpr int A = traits::axes;
+  auto const& loop = traits::loop_of(o);
   auto* dstatus = static_cast<eval::launch_status*>(scratch::status().get(sizeof(eval::launch_status) + 64, "launch status"));
   check(cudaMemsetAsync(dstatus, 0, sizeof(eval::launch_status)), "kernel '" + std::string(kernel) + "'");
 
@@ -209,7 +210,7 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   backend::narrow_to_owned(box, args);
   std::int64_t const count = box.count();
   if (count <= 0) return;
-  auto const& body = detail::get<2 * A>(loop.kids);
+  auto const& body = traits::body_of(o);
 
   int site = -1;
   long long const capacity = adstack_bytes<plan>(body, args, iterations, site, &box);
