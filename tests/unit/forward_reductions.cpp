@@ -22,7 +22,7 @@ struct pool_threads {
 // How many elements the forward pass privatises in a kernel of one offload.
 template <class Offload, int Slots>
 constexpr std::size_t privatized_count(ctg::ir::kernel_ir<ctg::detail::tuple<Offload>, Slots> const&) {
-  return ctg::eval::privatized_t<typename ctg::backend::offload_root<Offload>::type>::size;
+  return ctg::eval::privatized_t<typename ctg::ir::offload_traits<Offload>::root>::size;
 }
 
 }  // namespace
