@@ -7,6 +7,7 @@
 #pragma once
 #include <type_traits>
 
+#include "../analysis/invariance.hpp"
 #include "../eval/slots.hpp"
 #include "derivatives.hpp"
 #include "../lower/vocabulary.hpp"
@@ -321,18 +322,6 @@ struct offload_analysis {
 // An index expression `i + c` or `c + i` or `i - c`, with i the offload loop's
 // index on `Axis` and c invariant over the offload, maps distinct iterations to
 // distinct values.
-template <class E>
-inline constexpr bool is_invariant_v = false;
-template <class T>
-inline constexpr bool is_invariant_v<node<op::literal<T>>> = true;
-template <long long V>
-inline constexpr bool is_invariant_v<node<op::constant<V>>> = true;
-template <int I, int A>
-inline constexpr bool is_invariant_v<node<op::extent<I, A>>> = true;
-template <class Fn, class... K>
-inline constexpr bool is_invariant_v<node<op::math<Fn>, K...>> =
-    (std::is_same_v<Fn, fn::add> || std::is_same_v<Fn, fn::sub> || std::is_same_v<Fn, fn::mul>) &&
-    (is_invariant_v<K> && ...);
 
 template <class E, int Axis>
 inline constexpr bool is_shift_of_index_v = false;
@@ -340,13 +329,13 @@ template <int Axis>
 inline constexpr bool is_shift_of_index_v<node<op::loop_index<0, Axis>>, Axis> = true;
 template <class C, int Axis>
 inline constexpr bool is_shift_of_index_v<node<op::math<fn::add>, node<op::loop_index<0, Axis>>, C>, Axis> =
-    is_invariant_v<C>;
+    ::ctg::analysis::invariant_v<C>;
 template <class C, int Axis>
 inline constexpr bool is_shift_of_index_v<node<op::math<fn::add>, C, node<op::loop_index<0, Axis>>>, Axis> =
-    is_invariant_v<C>;
+    ::ctg::analysis::invariant_v<C>;
 template <class C, int Axis>
 inline constexpr bool is_shift_of_index_v<node<op::math<fn::sub>, node<op::loop_index<0, Axis>>, C>, Axis> =
-    is_invariant_v<C>;
+    ::ctg::analysis::invariant_v<C>;
 
 // Collects the index tuples under which field parameter I is touched in a
 // statement, as a type list of node<access...> types.

@@ -98,16 +98,6 @@ struct access_paths<I, node<Op, K...>, std::index_sequence<P...>> {
 };
 
 
-// Literals, constants, extents and arithmetic on them: the same value in
-// every iteration of every loop.
-template <class E>
-inline constexpr bool invariant_index_v = false;
-template <class Op, class... K>
-inline constexpr bool invariant_index_v<node<Op, K...>> =
-    !is_local_op<Op> && !is_access_op<Op> && !is_loop_index_op<Op> && (invariant_index_v<K> && ...);
-template <class Op>
-inline constexpr bool invariant_index_v<node<Op>> = !is_local_op<Op> && !is_access_op<Op> && !is_loop_index_op<Op>;
-
 template <class Analysis, class Policy>
 struct reverse {
   using AN = Analysis;
@@ -622,7 +612,7 @@ struct reverse {
       auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
         using WE = std::remove_cvref_t<decltype(detail::get<K>(w.kids))>;
         using RE = std::remove_cvref_t<decltype(detail::get<K>(r.kids))>;
-        if constexpr (invariant_index_v<WE> && invariant_index_v<RE>)
+        if constexpr (::ctg::analysis::invariant_v<WE> && ::ctg::analysis::invariant_v<RE>)
           differs = differs || forward::eval(detail::get<K>(w.kids), f) != forward::eval(detail::get<K>(r.kids), f);
       };
       (axis(std::integral_constant<std::size_t, Ks>{}), ...);

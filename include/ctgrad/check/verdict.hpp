@@ -58,20 +58,23 @@ inline constexpr bool refs_any_index_v<node<op::local<S, T>>> = true;
 template <class Op, class... K>
 inline constexpr bool refs_any_index_v<node<Op, K...>> = (refs_any_index_v<K> || ...);
 
-// Does E read any loop index or local (is it not invariant)?
+// Invariant integer arithmetic whose value the checks can work out:
+// literals, constants, extents, + - * / % and negation, integral casts. A
+// refinement of analysis::invariant_v (analysis/invariance.hpp), which says
+// only that the value is the same in every iteration.
 template <class E>
-inline constexpr bool invariant_v = false;
+inline constexpr bool evaluable_invariant_v = false;
 template <class T>
-inline constexpr bool invariant_v<node<op::literal<T>>> = std::is_integral_v<T>;
+inline constexpr bool evaluable_invariant_v<node<op::literal<T>>> = std::is_integral_v<T>;
 template <long long V>
-inline constexpr bool invariant_v<node<op::constant<V>>> = true;
+inline constexpr bool evaluable_invariant_v<node<op::constant<V>>> = true;
 template <int I, int A>
-inline constexpr bool invariant_v<node<op::extent<I, A>>> = true;
+inline constexpr bool evaluable_invariant_v<node<op::extent<I, A>>> = true;
 template <class Fn, class... K>
-inline constexpr bool invariant_v<node<op::math<Fn>, K...>> =
-    detail::one_of<Fn, fn::add, fn::sub, fn::mul, fn::neg, fn::div, fn::mod> && (invariant_v<K> && ...);
+inline constexpr bool evaluable_invariant_v<node<op::math<Fn>, K...>> =
+    detail::one_of<Fn, fn::add, fn::sub, fn::mul, fn::neg, fn::div, fn::mod> && (evaluable_invariant_v<K> && ...);
 template <class T, class K>
-inline constexpr bool invariant_v<node<op::cast<T>, K>> = std::is_integral_v<T> && invariant_v<K>;
+inline constexpr bool evaluable_invariant_v<node<op::cast<T>, K>> = std::is_integral_v<T> && evaluable_invariant_v<K>;
 
 // The value of an invariant expression (unknown at compile time unless it is
 // made of compile-time constants only).
@@ -112,7 +115,7 @@ constexpr kint invariant_value_impl(node<op::math<Fn>, K...> const* e, Args cons
 }
 template <class E, class Args>
 constexpr kint invariant_value(E const* e, Args const* args) {
-  if constexpr (invariant_v<E>)
+  if constexpr (evaluable_invariant_v<E>)
     return invariant_value_impl(e, args);
   else
     return {};
@@ -133,7 +136,7 @@ struct shift<node<op::loop_index<L, A>>> {
   }
 };
 template <int L, int A, class C>
-  requires invariant_v<C>
+  requires evaluable_invariant_v<C>
 struct shift<node<op::math<fn::add>, node<op::loop_index<L, A>>, C>> {
   static constexpr bool is = true;
   static constexpr int level = L, axis = A;
@@ -143,7 +146,7 @@ struct shift<node<op::math<fn::add>, node<op::loop_index<L, A>>, C>> {
   }
 };
 template <int L, int A, class C>
-  requires invariant_v<C>
+  requires evaluable_invariant_v<C>
 struct shift<node<op::math<fn::add>, C, node<op::loop_index<L, A>>>> {
   static constexpr bool is = true;
   static constexpr int level = L, axis = A;
@@ -153,7 +156,7 @@ struct shift<node<op::math<fn::add>, C, node<op::loop_index<L, A>>>> {
   }
 };
 template <int L, int A, class C>
-  requires invariant_v<C>
+  requires evaluable_invariant_v<C>
 struct shift<node<op::math<fn::sub>, node<op::loop_index<L, A>>, C>> {
   static constexpr bool is = true;
   static constexpr int level = L, axis = A;
@@ -208,7 +211,7 @@ constexpr verdict same_literals(node<Op, K...> const* a, node<Op, K...> const* b
 // Whether two index expressions denote the same value in the same iteration.
 template <class A, class B, class Args>
 constexpr verdict same_value(A const* a, B const* b, Args const* args) {
-  if constexpr (invariant_v<A> && invariant_v<B>) {
+  if constexpr (evaluable_invariant_v<A> && evaluable_invariant_v<B>) {
     kint x = invariant_value(a, args), y = invariant_value(b, args);
     if (x.known && y.known) return x.v == y.v ? verdict::ok : verdict::error;
     return verdict::unknown;
@@ -307,7 +310,7 @@ constexpr verdict d2_pair(S const* s, L const* l, Loop const* loop, Args const* 
         if constexpr (refs_level_v<SE, 0>) {
           if constexpr (refs_any_index_v<LE>) {
             varies = true;  // the load follows a nested loop or a local: it reaches other iterations' elements
-          } else if constexpr (!shift<SE>::is || !invariant_v<LE>) {
+          } else if constexpr (!shift<SE>::is || !evaluable_invariant_v<LE>) {
             decidable = false;
           } else {
             // The iteration that writes element `le` on this axis, and whether it runs.
@@ -376,7 +379,7 @@ constexpr verdict may_hit(S const* s, L const* l, Args const* args, int equal_be
       using LE = typename access_indices<L>::template index<K>;
       auto const* se = kid_ptr<K>(s);
       auto const* le = kid_ptr<K>(l);
-      if constexpr (invariant_v<SE> && invariant_v<LE>) {
+      if constexpr (evaluable_invariant_v<SE> && evaluable_invariant_v<LE>) {
         verdict const v = same_value(se, le, args);
         if (v == verdict::error) out = verdict::ok;
         else if (v == verdict::unknown && out == verdict::error) out = verdict::unknown;
