@@ -55,6 +55,25 @@ void narrow_to_owned(loop_box<A>& box, Args const& args) {
   ::ctg::detail::apply([&](auto const&... v) { (narrow_first_axis(v, box.lo[0], box.hi[0]), ...); }, args);
 }
 
+// The adstack bytes one thread of an offload needs, sized from its loop
+// bounds evaluated on the host with `readable` arguments (a device backend
+// passes host mirrors of its integer fields) and, for a parallel offload, its
+// box. `site` receives a loop whose adstack no launch can size. Every
+// backend sizes its adstacks here.
+template <class Plan, class Body, class Args, int A = 1>
+long long adstack_bytes(Body const& body, Args const& readable, long long iterations, int& site,
+                        loop_box<A> const* box = nullptr) {
+  if constexpr (!Plan::uses_stack) {
+    (void)body, (void)readable, (void)iterations, (void)site, (void)box;
+    return 0;
+  } else {
+    ad::bound_env<Plan::shape::levels, Plan::shape::axes> env{};
+    if (box)
+      for (int a = 0; a < A; ++a) env.idx[0][a] = {box->lo[a], box->hi[a] - 1, true};
+    return Plan::stack_bytes(body, readable, env, iterations, site);
+  }
+}
+
 // Records an adstack overflow: the first overflowing loop site, and the most
 // bytes any thread needed.
 CTG_HOST_DEVICE void report_overflow(eval::launch_status* s, int site, long long required, long long available) {

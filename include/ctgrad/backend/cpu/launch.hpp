@@ -77,11 +77,7 @@ struct prepared_offload {
     host.status = &status;
     eval::forward::bounds(loop, host, box.lo, box.hi);
     backend::narrow_to_owned(box, args);
-    if constexpr (plan::uses_stack) {
-      ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
-      for (int k = 0; k < axes; ++k) env.idx[0][k] = {box.lo[k], box.hi[k] - 1, true};
-      capacity = plan::stack_bytes(body, args, env, iterations, unsized_site);
-    }
+    capacity = backend::adstack_bytes<plan>(body, args, iterations, unsized_site, &box);
   }
   std::int64_t count() const { return box.count(); }
   // A thread's adstack, sized for this offload.
@@ -118,15 +114,11 @@ template <class Pass, int Slots, class Args, class B>
 void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_status& status,
                  long long iterations = -1, int* unsized = nullptr) {
   using plan = typename Pass::template plan<Args, serial_offload<B>, Slots>;
-  long long capacity = 0;
-  if constexpr (plan::uses_stack) {
-    ad::bound_env<plan::shape::levels, plan::shape::axes> env{};
-    int site = -1;
-    capacity = plan::stack_bytes(o.body, args, env, iterations, site);
-    if (site >= 0) {
-      if (unsized) *unsized = site;
-      return;
-    }
+  int site = -1;
+  long long const capacity = backend::adstack_bytes<plan>(o.body, args, iterations, site);
+  if (site >= 0) {
+    if (unsized) *unsized = site;
+    return;
   }
   std::unique_ptr<std::uint32_t[]> stack(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
   run_serial<plan>(o.body, args, status, stack.get(), capacity);

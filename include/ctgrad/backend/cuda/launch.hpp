@@ -164,22 +164,16 @@ inline void after_launch(std::string_view kernel, eval::launch_status* device_st
 template <class Plan>
 constexpr bool reads_status = CTG_BOUNDS_CHECK || Plan::uses_stack;
 
-// The adstack bytes one thread of an offload needs, sized on the host from
-// its loop bounds (the parallel loop's box; device integer fields read
-// through host mirrors). `site` receives a loop no launch can size.
+// The adstack bytes one thread needs (backend::adstack_bytes), with the
+// device integer fields its loop bounds read mirrored to the host.
 template <class Plan, class Body, class Args, int A = 1>
-long long adstack_bytes(Body const& body, Args const& args, long long iterations, int& site,
-                        backend::loop_box<A> const* box = nullptr) {
+long long mirrored_adstack_bytes(Body const& body, Args const& args, long long iterations, int& site,
+                                 backend::loop_box<A> const* box = nullptr) {
   if constexpr (!Plan::uses_stack) {
-    (void)body, (void)args, (void)iterations, (void)site, (void)box;
-    return 0;
+    return backend::adstack_bytes<Plan>(body, args, iterations, site, box);
   } else {
     std::vector<std::vector<unsigned char>> keep;
-    Args const mirrored = host_mirror(args, keep);
-    ad::bound_env<Plan::shape::levels, Plan::shape::axes> env{};
-    if (box)
-      for (int a = 0; a < A; ++a) env.idx[0][a] = {box->lo[a], box->hi[a] - 1, true};
-    return Plan::stack_bytes(body, mirrored, env, iterations, site);
+    return backend::adstack_bytes<Plan>(body, host_mirror(args, keep), iterations, site, box);
   }
 }
 
@@ -213,7 +207,7 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   auto const& body = traits::body_of(o);
 
   int site = -1;
-  long long const capacity = adstack_bytes<plan>(body, args, iterations, site, &box);
+  long long const capacity = mirrored_adstack_bytes<plan>(body, args, iterations, site, &box);
   if (site >= 0) {
     if (unsized) *unsized = site;
     return;
@@ -239,7 +233,7 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
   auto* dstatus = static_cast<eval::launch_status*>(scratch::status().get(sizeof(eval::launch_status) + 64, "launch status"));
   check(cudaMemsetAsync(dstatus, 0, sizeof(eval::launch_status)), "kernel '" + std::string(kernel) + "'");
   int site = -1;
-  long long const capacity = adstack_bytes<plan>(o.body, args, iterations, site);
+  long long const capacity = mirrored_adstack_bytes<plan>(o.body, args, iterations, site);
   if (site >= 0) {
     if (unsized) *unsized = site;
     return;
