@@ -110,10 +110,7 @@ DLManagedTensor* to_dlpack(field<T, Rank, F> const& f) {
   t.data = f.data();
   t.device = {f.space() == memory_space::device ? kDLCUDA : kDLCPU, 0};
   if (f.space() == memory_space::device) {
-    bool known = false;
-    int id = 0;
-    (void)memory::device_space::kind_of(f.data(), known, &id);
-    if (known) t.device.device_id = id;
+    if (int const id = memory::device_space::device_of(f.data()); id >= 0) t.device.device_id = id;
   }
   t.ndim = ndim;
   t.dtype = detail::dlpack_dtype<S>();

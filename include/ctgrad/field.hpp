@@ -346,10 +346,10 @@ inline bool layouts_overlap(void const* a, element_layout const& la, void const*
 }
 
 // Copies every element of `from` (laid out as `src`) to `to` (laid out as
-// `dst`, same extents). On the host one memcpy per element; when either side
-// is device memory, one cudaMemcpy2D per row of the innermost axis.
+// `dst`, same extents), one copy_rows of `space` per row of the innermost
+// axis (on the device either side may be device memory).
 inline void copy_elements(void* to, element_layout const& dst, void const* from, element_layout const& src,
-                          bool device, std::string const& what) {
+                          memory_space space, std::string const& what) {
   std::int64_t const n = src.count();
   if (n == 0) return;
   int const inner = src.rank - 1;
@@ -362,8 +362,7 @@ inline void copy_elements(void* to, element_layout const& dst, void const* from,
     auto const* in = static_cast<unsigned char const*>(from) + s;
     std::size_t const e = src.element_bytes;
     std::int64_t const ds = inner >= 0 ? dst.stride[inner] : 0, ss = inner >= 0 ? src.stride[inner] : 0;
-    memory::in_space(device ? memory_space::device : memory_space::host,
-                     [&](auto space) { space.copy_rows(out, ds, in, ss, e, rows, what); });
+    memory::in_space(space, [&](auto tag) { tag.copy_rows(out, ds, in, ss, e, rows, what); });
     for (int a = inner - 1; a >= 0; --a) {
       if (++idx[a] < src.extent[a]) break;
       idx[a] = 0;
@@ -395,7 +394,7 @@ struct field_storage {
   std::weak_ptr<void const> memory_owner;   // views: what owns the memory, watched (CTG_VIEW_CHECKS)
   bool watch_owner = false;
 
-  static constexpr std::size_t alignment = detail::copy_cache::alignment;  // of host buffers, copies included
+  static constexpr std::size_t alignment = memory::host_alignment;  // of host buffers, copies included
 
   void* buffer(int which) const { return which == 0 ? primal : which == 1 ? grad : dual; }
 
@@ -429,9 +428,9 @@ struct field_storage {
       packed_layout.pack();
       bool const into_buffer = dst == primal || dst == grad || dst == dual;
       if (into_buffer)
-        copy_elements(dst, layout, src, packed_layout, space == memory_space::device, "field '" + name + "'");
+        copy_elements(dst, layout, src, packed_layout, space, "field '" + name + "'");
       else
-        copy_elements(dst, packed_layout, src, layout, space == memory_space::device, "field '" + name + "'");
+        copy_elements(dst, packed_layout, src, layout, space, "field '" + name + "'");
       return;
     }
     memory::in_space(space, [&](auto tag) { tag.copy(dst, src, bytes, "field '" + name + "'"); });
@@ -461,7 +460,7 @@ struct field_storage {
     out.resize(bytes);
     element_layout packed_layout = layout;
     packed_layout.pack();
-    copy_elements(out.data(), packed_layout, p, layout, false, name);
+    copy_elements(out.data(), packed_layout, p, layout, memory_space::host, name);
   }
   // Turns a touch into a write, unless a snapshot shows nothing changed.
   void settle(int which) {
@@ -492,9 +491,8 @@ struct field_storage {
                          "outlived its memory. Fix: keep the memory alive while any handle on the view is, or "
                          "view it again");
     if (space == memory_space::device && primal && memory::device_space::compiled) {
-      bool known = false;
-      memory::pointer_kind const kind = memory::device_space::kind_of(primal, known);
-      if (!known || kind == memory::pointer_kind::host)
+      memory::pointer_kind const kind = memory::device_space::kind_of(primal);
+      if (kind != memory::pointer_kind::device && kind != memory::pointer_kind::managed)
         throw launch_error("CTG-FIELD-009 field '" + field_name +
                            "' views device memory that is no longer allocated (cudaFree'd?): the view outlived its "
                            "memory. Fix: free the memory only after the last handle on the view is gone");
@@ -887,11 +885,10 @@ class field {
     detail::element_layout const mine = layout();
     detail::element_layout packed_layout = mine;
     packed_layout.pack();
-    bool const device = space_ == memory_space::device;
     if (to_field)
-      detail::copy_elements(dst, mine, src, packed_layout, device, "field '" + name_ + "'");
+      detail::copy_elements(dst, mine, src, packed_layout, space_, "field '" + name_ + "'");
     else
-      detail::copy_elements(dst, packed_layout, src, mine, device, "field '" + name_ + "'");
+      detail::copy_elements(dst, packed_layout, src, mine, space_, "field '" + name_ + "'");
   }
   void copy_bytes(void* dst, void const* src, bool to_field) const {
     if constexpr (is_strided) {

@@ -340,15 +340,22 @@ class kernel_t {
     return x;
   }
 
+  // f(bound views the host can read) for a launch in `space`: on the device,
+  // views of host copies of its integer fields (kept alive for the call).
+  template <class Fn, class... A>
+  static decltype(auto) with_host_readable(memory_space space, Fn&& f, A const&... args) {
+    auto call = [&](auto const&... readable_args) {
+      return f(bind(std::index_sequence_for<A...>{}, readable_args...));
+    };
+    return space == memory_space::device ? call(readable(args)...) : call(args...);
+  }
+
   // The launch-time half of the checks: pairs that only values decide, with
   // the lowered IR and the arguments of this launch.
   template <class Checks, class Kir, class... A>
   static report launch_report(Kir const& kir, memory_space space, A const&... args) {
-    auto check_with = [&](auto const&... readable_args) {
-      auto const bound = bind(std::index_sequence_for<A...>{}, readable_args...);
-      return Checks::rules::evaluate(&kir.offloads, &bound, true);
-    };
-    return space == memory_space::device ? check_with(readable(args)...) : check_with(args...);
+    return with_host_readable(
+        space, [&](auto const& bound) { return Checks::rules::evaluate(&kir.offloads, &bound, true); }, args...);
   }
   // Raises the first finding of a launch-time report, naming the field and func.
   template <class... A>
@@ -592,14 +599,12 @@ class kernel_t {
     // width and the written rows of a decomposed field). It reads integer
     // fields (constant indices) from the host, as the launch-time checks do.
     if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); }) {
-      auto hook_with = [&](auto const&... readable_args) {
-        ctg_launch_hook(Name.view(), std::is_same_v<Pass, backend::forward_pass>, kir,
-                        bind(std::index_sequence_for<A...>{}, readable_args...), args...);
-      };
-      if (space == memory_space::device)
-        hook_with(readable(args)...);
-      else
-        hook_with(args...);
+      with_host_readable(
+          space,
+          [&](auto const& readable_bound) {
+            ctg_launch_hook(Name.view(), std::is_same_v<Pass, backend::forward_pass>, kir, readable_bound, args...);
+          },
+          args...);
     }
     constexpr int slots = decltype(kir)::slots;
     constexpr std::size_t count = decltype(kir.offloads)::size;
@@ -652,7 +657,7 @@ class kernel_t {
     using root = typename ir::offload_traits<Offload>::root;
     if (unsized >= 0) {
       std::string where;
-      ad::describe_site(static_cast<root const*>(nullptr), unsized, ad::offload_parts<Offload>::body_level, "",
+      ad::describe_site(static_cast<root const*>(nullptr), unsized, ir::offload_traits<Offload>::body_level, "",
                         where);
       throw autodiff_error("kernel '" + std::string(Name.view()) + "': CTG-AD-003 cannot size the adstack for the " +
                            where + ": its trip count could not be evaluated at this launch (its bounds read values "
@@ -668,7 +673,7 @@ class kernel_t {
     }
     if (status.failed == int(eval::failure::adstack_overflow)) {
       std::string where;
-      ad::describe_site(static_cast<root const*>(nullptr), status.site, ad::offload_parts<Offload>::body_level, "",
+      ad::describe_site(static_cast<root const*>(nullptr), status.site, ir::offload_traits<Offload>::body_level, "",
                         where);
       std::string advice;
       if constexpr (options::capacity >= 0) {

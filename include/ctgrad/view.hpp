@@ -90,10 +90,9 @@ inline void check_space(void const* p, memory_space space, std::string const& na
                  "device memory given, but this program was built without CUDA (link ctgrad::cuda)");
     return;
   }
-  bool known = false;
-  memory::pointer_kind const kind = memory::device_space::kind_of(p, known);
-  bool const on_device = known && kind != memory::pointer_kind::host;
-  bool const managed = known && kind == memory::pointer_kind::managed;
+  memory::pointer_kind const kind = memory::device_space::kind_of(p);
+  bool const managed = kind == memory::pointer_kind::managed;
+  bool const on_device = managed || kind == memory::pointer_kind::device;
   if (space == memory_space::device && !on_device)
     view_error("CTG-FIELD-011", name,
                std::string(which) + " pointer is not device memory, but the view says .space = ctg::device. Fix: "

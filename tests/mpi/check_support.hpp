@@ -1,12 +1,14 @@
 // What the MPI test programs share: failures counted per rank and printed
-// with the rank, the relative difference of two gathered arrays, and the
-// verdict over every rank.
+// with the rank, the relative difference of two gathered arrays, the verdict
+// over every rank, and the program around a test body.
 #pragma once
+#include <ctgrad/mpi/mpi.hpp>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 #include <vector>
 
 namespace mpi_test {
@@ -34,6 +36,34 @@ inline bool passed_on_every_rank(MPI_Comm comm) {
   int any = failures;
   MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_SUM, comm);
   return any == 0;
+}
+// The exit status of a test program: 0 when no rank counted a failure.
+// Rank 0 prints PASS or FAILED.
+inline int verdict(MPI_Comm comm) {
+  int const status = passed_on_every_rank(comm) ? 0 : 1;
+  if (rank_ == 0) std::printf("%s\n", status == 0 ? "PASS" : "FAILED");
+  return status;
+}
+
+// A test program: body(world) between MPI_Init and MPI_Finalize, over
+// MPI_COMM_WORLD. Its exit status is the one body returns (77: skipped),
+// or the verdict over every rank when body returns nothing.
+template <class Body>
+int run_on_world(int argc, char** argv, Body&& body) {
+  MPI_Init(&argc, &argv);
+  int status = 0;
+  {
+    ctg::mpi::grid world;
+    rank_ = world.rank();
+    if constexpr (std::is_void_v<decltype(body(world))>) {
+      body(world);
+      status = verdict(world.comm());
+    } else {
+      status = body(world);
+    }
+  }
+  MPI_Finalize();
+  return status;
 }
 
 }  // namespace mpi_test

@@ -45,26 +45,18 @@ void ghost_too_narrow(ctg::mpi::grid const& world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int status = 0;
-  {
-    ctg::mpi::grid world;
-    rank_ = world.rank();
+  return run_on_world(argc, argv, [](ctg::mpi::grid const& world) {
     std::string why;
     int here = ctg::cuda::device_available(&why) ? 1 : 0, everywhere = 0;
     MPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, world.comm());
     if (everywhere == 0) {
       if (rank_ == 0) std::printf("skipped: decomposed device fields need a GPU on every rank (%s)\n", why.c_str());
-      status = 77;
-    } else {
-      heat_result href;
-      if (rank_ == 0) href = heat_plain();
-      expect_same_heat(world, heat_decomposed(world, ctg::device), href, "device blocks");
-      ghost_too_narrow(world);
-      status = passed_on_every_rank(world.comm()) ? 0 : 1;
-      if (rank_ == 0) std::printf("%s\n", status == 0 ? "PASS" : "FAILED");
+      return 77;
     }
-  }
-  MPI_Finalize();
-  return status;
+    heat_result href;
+    if (rank_ == 0) href = heat_plain();
+    expect_same_heat(world, heat_decomposed(world, ctg::device), href, "device blocks");
+    ghost_too_narrow(world);
+    return verdict(world.comm());
+  });
 }

@@ -10,11 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "check_support.hpp"
+
 using namespace ctg::literals;
+using namespace mpi_test;
 
 namespace {
-
-int failures = 0, rank_ = 0;
 
 // f() throws E and its message holds every one of `parts`.
 template <class E>
@@ -74,11 +75,7 @@ auto const total = ctg::kernel<"total">([](auto v, auto loss) { return ctg::each
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int status = 0;
-  {
-    ctg::mpi::grid world;
-    rank_ = world.rank();
+  return run_on_world(argc, argv, [](ctg::mpi::grid const& world) {
     int const ranks = world.size();
     std::string const on_rank = "rank " + std::to_string(rank_);
     int const n = 12;
@@ -181,12 +178,5 @@ int main(int argc, char** argv) {
                                                     "MPI_Send", "kernel 'probe'", "u");
                                       },
                                       {"CTG-MPI-006", "MPI_Send", "kernel 'probe'", "field 'u'", on_rank});
-
-    int any = 0;
-    MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_SUM, world.comm());
-    status = any == 0 ? 0 : 1;
-    if (rank_ == 0) std::printf("%s\n", status == 0 ? "PASS" : "FAILED");
-  }
-  MPI_Finalize();
-  return status;
+  });
 }

@@ -95,11 +95,7 @@ std::pair<double, std::vector<double>> wave(Make make, Exchange exchange, Sum su
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int status = 0;
-  {
-    ctg::mpi::grid world;
-    rank_ = world.rank();
+  return run_on_world(argc, argv, [](ctg::mpi::grid const& world) {
 
     // 1-D wave.
     std::pair<double, std::vector<double>> ref;
@@ -129,9 +125,5 @@ int main(int argc, char** argv) {
     heat_result href;
     if (rank_ == 0) href = heat_plain();
     expect_same_heat(world, heat_decomposed(world), href, "host blocks");
-    status = passed_on_every_rank(world.comm()) ? 0 : 1;
-    if (rank_ == 0) std::printf("%s\n", status == 0 ? "PASS" : "FAILED");
-  }
-  MPI_Finalize();
-  return status;
+  });
 }

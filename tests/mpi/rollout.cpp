@@ -89,10 +89,7 @@ result run(Make make, Exchange exchange, Sum sum, Fill fill, Gather gather, int 
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  {
-    ctg::mpi::grid world;
-    rank_ = world.rank();
+  return run_on_world(argc, argv, [](ctg::mpi::grid const& world) {
     using D = ctg::mpi::dfield<double, 1, ctg::grad>;
     auto make_d = [&](char const* name, int ghost) { return D(world, {cells}, ghost, {.name = name}); };
     auto exchange_d = [](D& u) { ctg::mpi::exchange(u); };
@@ -130,8 +127,5 @@ int main(int argc, char** argv) {
       std::printf("rollout on %d ranks: loss %.12g, gradients within %.1e / %.1e of one process\n", world.size(),
                   full.loss, rk, ru);
     }
-  }
-  bool const passed = passed_on_every_rank(MPI_COMM_WORLD);
-  MPI_Finalize();
-  return passed ? 0 : 1;
+  });
 }

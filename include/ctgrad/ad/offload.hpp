@@ -10,9 +10,6 @@
 
 namespace ctg::ad {
 
-template <class Offload>
-using offload_parts = ir::offload_traits<Offload>;
-
 // Whether every iteration of the parallel loop provably owns the elements it
 // touches in field I: accumulation into I (its values in the forward pass, its
 // gradient in the reverse pass) is then a plain add.
@@ -24,7 +21,7 @@ struct slot_ownership {
 
 template <class Args, class Offload, int Slots>
 struct reverse_plan {
-  using parts = offload_parts<Offload>;
+  using parts = ir::offload_traits<Offload>;
   using body = typename parts::body;
   using analysis = offload_analysis<body, Slots>;
   using policy = slot_ownership<body, parts::axes, parts::parallel>;

@@ -15,8 +15,6 @@ namespace ctg::backend {
 
 CTG_IMPL_IR_VOCABULARY;
 
-
-
 // The index box of a parallel offload.
 template <int A>
 struct loop_box {
@@ -132,7 +130,7 @@ struct forward_pass {
     // Fields every iteration touches only at its own elements (the proof the
     // reverse pass uses for plain gradient adds): their += and -= need no
     // atomics.
-    using parts = ad::offload_parts<Offload>;
+    using parts = ir::offload_traits<Offload>;
     using ownership = ad::slot_ownership<typename parts::body, parts::axes, parts::parallel>;
     template <bool Parallel>
     using frame = eval::owning_frame<std::conditional_t<Parallel && dests::size != 0,

@@ -40,7 +40,6 @@ namespace detail {
 
 class copy_cache {
  public:
-  static constexpr std::size_t alignment = memory::host_alignment;
   // A block may serve a copy of at least size - size / (slack_divisor + 1)
   // bytes (a block at most an eighth larger than the copy).
   static constexpr std::size_t slack_divisor = 8;

@@ -40,11 +40,6 @@ inline void* device_malloc_uninitialized(std::size_t bytes, std::string const& w
   check(cudaMalloc(&p, bytes), "cudaMalloc for " + what);
   return p;
 }
-inline void* device_malloc(std::size_t bytes, std::string const& what) {
-  void* p = device_malloc_uninitialized(bytes, what);
-  if (p) check(cudaMemset(p, 0, bytes), "cudaMemset for " + what);
-  return p;
-}
 
 inline void device_free(void* p) noexcept {
   if (p) cudaFree(p);

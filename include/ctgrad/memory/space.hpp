@@ -2,8 +2,10 @@
 // (be allocated and freed, copied within its space and to and from the host,
 // copied row by row with pitches, zeroed, asked where a pointer points).
 //
-// One tag type per space, each with the same static functions, in the manner
-// of an execution space's memory space: `host_space` and `device_space`.
+// One tag type per space, in the manner of an execution space's memory
+// space: `host_space` and `device_space`, both with the same allocation and
+// copy functions; `device_space` also answers what a pointer is, which
+// device is current, and waits for the device.
 // Code that holds a run-time `memory_space` (a field, a tape's copy, a halo)
 // calls `in_space(space, [&](auto tag) { ... })` or one of the helpers
 // below, never the CUDA runtime itself. This header is the only one outside
@@ -32,7 +34,7 @@ inline constexpr memory_space device = memory_space::device;
 namespace memory {
 
 // What a pointer refers to, as far as the runtime can tell.
-enum class pointer_kind { host, device, managed };
+enum class pointer_kind { unknown, host, device, managed };
 
 inline constexpr std::size_t host_alignment = 64;  // of every host buffer ctgrad allocates
 
@@ -98,16 +100,18 @@ struct device_space {
   // Blocks until the launches and copies issued so far are done (before code
   // outside the CUDA runtime reads device memory).
   static void settle(std::string const& what) { cuda::wait_for_device(what); }
-  // Where `p` points; `known` false when the runtime cannot tell.
-  static pointer_kind kind_of(void const* p, bool& known, int* device_id = nullptr) {
+  // Where `p` points.
+  static pointer_kind kind_of(void const* p) {
     cudaPointerAttributes attributes{};
-    cudaError_t const status = cudaPointerGetAttributes(&attributes, p);
-    if (status != cudaSuccess) (void)cudaGetLastError();
-    known = status == cudaSuccess;
-    if (known && device_id) *device_id = attributes.device;
-    if (known && attributes.type == cudaMemoryTypeManaged) return pointer_kind::managed;
-    if (known && attributes.type == cudaMemoryTypeDevice) return pointer_kind::device;
+    if (!attributes_of(p, attributes)) return pointer_kind::unknown;
+    if (attributes.type == cudaMemoryTypeManaged) return pointer_kind::managed;
+    if (attributes.type == cudaMemoryTypeDevice) return pointer_kind::device;
     return pointer_kind::host;
+  }
+  // The device `p` belongs to, or -1 when the runtime cannot tell.
+  static int device_of(void const* p) {
+    cudaPointerAttributes attributes{};
+    return attributes_of(p, attributes) ? attributes.device : -1;
   }
   // The device current on this thread (0 when there is none).
   static int current_device() {
@@ -118,6 +122,15 @@ struct device_space {
     }
     return id < 0 ? 0 : id;
   }
+
+ private:
+  static bool attributes_of(void const* p, cudaPointerAttributes& attributes) {
+    if (cudaPointerGetAttributes(&attributes, p) == cudaSuccess) return true;
+    (void)cudaGetLastError();  // clear the error of a failed query
+    return false;
+  }
+
+ public:
 #else
   static constexpr bool compiled = false;
 
@@ -136,10 +149,8 @@ struct device_space {
     missing(what);
   }
   static void settle(std::string const&) {}
-  static pointer_kind kind_of(void const*, bool& known, int* = nullptr) {
-    known = false;
-    return pointer_kind::host;
-  }
+  static pointer_kind kind_of(void const*) { return pointer_kind::unknown; }
+  static int device_of(void const*) { return -1; }
   static int current_device() { return 0; }
 #endif
 };

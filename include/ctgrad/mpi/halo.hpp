@@ -70,30 +70,33 @@ inline bool mpi_takes_device_memory() {
 // (after the launches writing them have finished), and through host
 // staging buffers otherwise; the bytes staged are counted.
 struct block_memory {
-  bool device = false;
-  bool direct = true;  // MPI reads and writes the block itself
-  decomposition* d = nullptr;
-  std::string const* what = nullptr;
+  memory_space space;
+  bool direct;  // MPI reads and writes the block itself
+  decomposition* d;
+  std::string const* what;
 
-  block_memory(decomposition& dec, bool on_device, std::string const& name)
-      : device(on_device), direct(!on_device || mpi_takes_device_memory()), d(&dec), what(&name) {}
+  block_memory(decomposition& dec, memory_space where, std::string const& name)
+      : space(where), direct(where == memory_space::host || mpi_takes_device_memory()), d(&dec), what(&name) {}
 
-  memory_space space() const { return device ? memory_space::device : memory_space::host; }
   std::string description() const { return "the halo of decomposed field '" + *what + "'"; }
+  // Host copies of device rows are what staged_bytes counts.
+  void count_staged(std::int64_t bytes) const {
+    if (space == memory_space::device) d->stats.staged_bytes += bytes;
+  }
   void read(void* host, void const* block, std::int64_t bytes) const {
-    memory::read_to_host(space(), host, block, std::size_t(bytes), description());
-    if (device) d->stats.staged_bytes += bytes;
+    memory::read_to_host(space, host, block, std::size_t(bytes), description());
+    count_staged(bytes);
   }
   void write(void* block, void const* host, std::int64_t bytes) const {
-    memory::write_from_host(space(), block, host, std::size_t(bytes), description());
-    if (device) d->stats.staged_bytes += bytes;
+    memory::write_from_host(space, block, host, std::size_t(bytes), description());
+    count_staged(bytes);
   }
   void zero(void* block, std::int64_t bytes) const {
-    memory::in_space(space(), [&](auto tag) { tag.zero(block, std::size_t(bytes), description()); });
+    memory::in_space(space, [&](auto tag) { tag.zero(block, std::size_t(bytes), description()); });
   }
   // Before MPI reads device memory itself: the launches that wrote it are done.
   void settle() const {
-    if (device && direct) memory::device_space::settle(description());
+    if (space == memory_space::device && direct) memory::device_space::settle(description());
   }
 };
 
@@ -103,7 +106,7 @@ struct block_memory {
 // layers. Adjoint: send the ghost layers back, add what comes into the
 // owned rows it came from, clear the ghost layers.
 template <class T>
-void transfer(decomposition& d, T* buffer, bool on_device, std::string const& name, bool adjoint) {
+void transfer(decomposition& d, T* buffer, memory_space space, std::string const& name, bool adjoint) {
   grid const& g = d.g;
   int const rank = g.rank(), size = g.size();
   int const own = d.hi - d.lo, gw = d.ghost;
@@ -115,7 +118,7 @@ void transfer(decomposition& d, T* buffer, bool on_device, std::string const& na
     return;
   }
   int const count = message_count(layer, g, step, name);
-  block_memory const block(d, on_device, name);
+  block_memory const block(d, space, name);
   auto* bytes = reinterpret_cast<unsigned char*>(buffer);
   auto rows = [&](int local_row) { return bytes + std::int64_t(local_row) * row_bytes; };
   bool const down = rank > 0, up = rank + 1 < size;
@@ -179,19 +182,20 @@ void transfer(decomposition& d, T* buffer, bool on_device, std::string const& na
   }
   using S = scalar_of_t<T>;
   std::int64_t const coefficients = std::int64_t(gw) * d.row_elements * coefficients_v<T>;
-  std::vector<unsigned char> mine(block.device ? std::size_t(layer) : 0);
+  // The owned rows a layer adds into, read into host memory, added to, and
+  // written back (a copy of a host block, which costs no more than a layer).
+  std::vector<unsigned char> mine(static_cast<std::size_t>(layer));
   auto add = [&](std::vector<unsigned char> const& in, int local_row) {
-    unsigned char* const dst_bytes = block.device ? mine.data() : rows(local_row);
-    if (block.device) block.read(mine.data(), rows(local_row), layer);
+    block.read(mine.data(), rows(local_row), layer);
     S value, incoming_value;
     for (std::int64_t c = 0; c < coefficients; ++c) {
       std::int64_t const at = c * std::int64_t(sizeof(S));
-      std::memcpy(&value, dst_bytes + at, sizeof(S));
+      std::memcpy(&value, mine.data() + at, sizeof(S));
       std::memcpy(&incoming_value, in.data() + at, sizeof(S));
       value += incoming_value;
-      std::memcpy(dst_bytes + at, &value, sizeof(S));
+      std::memcpy(mine.data() + at, &value, sizeof(S));
     }
-    if (block.device) block.write(rows(local_row), mine.data(), layer);
+    block.write(rows(local_row), mine.data(), layer);
   };
   if (down) add(in_down, gw);  // rank - 1's upper ghosts: my first owned rows
   if (up) add(in_up, own);     // rank + 1's lower ghosts: my last owned rows
@@ -236,10 +240,10 @@ void exchange(dfield<T, R, F> const& u) {
   auto& d = u.state();
   detail::record_step(d.g, "exchange of '" + u.name() + "'");
   detail::recorded_step(
-      "ctg::mpi::exchange", u, [&] { detail::transfer(d, u.data(), u.space() == memory_space::device, u.name(), false); },
+      "ctg::mpi::exchange", u, [&] { detail::transfer(d, u.data(), u.space(), u.name(), false); },
       [u] {
         if constexpr (field<T, R, F>::has_grad)
-          detail::transfer(u.state(), u.grad().data(), u.space() == memory_space::device, u.name() + ".grad", true);
+          detail::transfer(u.state(), u.grad().data(), u.space(), u.name() + ".grad", true);
       });
   d.fresh = u.version();
 }
@@ -250,13 +254,14 @@ template <class T, flags F>
 void sum(grid const& g, field<T, 0, F> const& loss) {
   using S = scalar_of_t<T>;
   detail::record_step(g, "sum of '" + loss.name() + "'");
-  // A loss in device memory is reduced through a host copy (one value).
-  auto collective = [device = loss.space() == memory_space::device](T* value, std::string const& name, auto&& call) {
+  // The reduction works on a host copy of the value (one element; a loss in
+  // device memory cannot be handed to MPI without a CUDA-aware library).
+  auto collective = [space = loss.space()](T* value, std::string const& name, auto&& call) {
+    std::string const what = "ctg::mpi::sum of '" + name + "'";
     T host;
-    T* const at = device ? &host : value;
-    if (device) memory::read_to_host(memory_space::device, &host, value, sizeof(T), "ctg::mpi::sum of '" + name + "'");
-    call(at);
-    if (device) memory::write_from_host(memory_space::device, value, &host, sizeof(T), "ctg::mpi::sum of '" + name + "'");
+    memory::read_to_host(space, &host, value, sizeof(T), what);
+    call(&host);
+    memory::write_from_host(space, value, &host, sizeof(T), what);
   };
   detail::recorded_step(
       "ctg::mpi::sum", loss,
