@@ -26,21 +26,20 @@ set(CTGRAD_SANITIZER_ENVIRONMENT
   "ASAN_OPTIONS=abort_on_error=1:detect_stack_use_after_return=1:strict_init_order=1"
   "UBSAN_OPTIONS=print_stacktrace=1")
 
-# ctgrad_add_test_executable(NAME <name> SOURCES <files...> [SANITIZED])
+# ctgrad_add_test_executable(NAME <name> SOURCES <files...>)
 #   A doctest executable linked to ctgrad::ctgrad, registered as CTest test
-#   <name>. SANITIZED: built and run under the sanitizers when CTGRAD_SANITIZE
-#   is on.
+#   <name>; built and run under the sanitizers when CTGRAD_SANITIZE is on.
 function(ctgrad_add_test_executable)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "SANITIZED" "NAME" "SOURCES")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME" "SOURCES")
   if(NOT arg_NAME OR NOT arg_SOURCES)
-    message(FATAL_ERROR "ctgrad_add_test_executable(NAME <name> SOURCES <files...> [SANITIZED])")
+    message(FATAL_ERROR "ctgrad_add_test_executable(NAME <name> SOURCES <files...>)")
   endif()
   _ctgrad_find_doctest()
   add_executable(${arg_NAME} ${arg_SOURCES})
   target_link_libraries(${arg_NAME} PRIVATE ctgrad::ctgrad ctgrad_project_warnings doctest::doctest)
   add_test(NAME ${arg_NAME} COMMAND ${arg_NAME})
   set_tests_properties(${arg_NAME} PROPERTIES TIMEOUT 600)
-  if(arg_SANITIZED AND CTGRAD_SANITIZE)
+  if(CTGRAD_SANITIZE)
     # After the build type's flags on the command line, so that -O1 wins.
     target_compile_options(${arg_NAME} PRIVATE ${CTGRAD_SANITIZER_COMPILE_OPTIONS})
     target_link_options(${arg_NAME} PRIVATE ${CTGRAD_SANITIZER_LINK_OPTIONS})
