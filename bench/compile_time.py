@@ -9,10 +9,15 @@ g++ -O2 and clang++ -O2, in three modes:
   forward-nograd   k(x, y) on fields without gradient buffers
   forward+adjoint  k(x, y) and k.grad(x, y)
 
-and two shapes:
+and three shapes:
 
   expr    one expression N operations deep: y[i] = op_N(... op_1(x[i]))
   locals  N assignments to one local: v = op_k(v), then y[i] = v
+  funcs   N/4 nested calls of a 4-operation func that uses its argument
+          three times, around a let-block with a serial loop (not measured by
+          default: `--shapes funcs`). A func's arguments are evaluated once,
+          so this grows like the others; substituted by name it would
+          copy the innermost block 3^(N/4) times.
 
 plus a baseline translation unit that includes ctgrad and launches nothing.
 Both CPU seconds (user + sys of the compiler) and wall seconds are recorded;
@@ -62,7 +67,19 @@ MODES = ("forward", "forward-nograd", "forward+adjoint")
 
 
 def kernel_source(n, shape, mode):
-    if shape == "expr":
+    if shape == "funcs":
+        e = "smooth(x[i])"
+        for _ in range(max(1, n // 4)):
+            e = f"tri({e})"
+        body = f"return y[i] = {e};"
+        funcs = """
+  auto smooth = ctg::func<"smooth">([](auto a) {
+    return ctg::let(a, [=](auto s) {
+      return ctg::block(ctg::serial_range(4, [=](auto) { return s = s * 0.5f + ctg::sin(s); }), ctg::result(s));
+    });
+  });
+  auto tri = ctg::func<"tri">([](auto a) { return a * a * 0.25f + ctg::sin(a); });"""
+    elif shape == "expr":
         e = "x[i]"
         for k in range(n):
             e = OPS[k % len(OPS)].format(e=e)
@@ -72,6 +89,8 @@ def kernel_source(n, shape, mode):
         stmts.append("y[i] = v")
         joined = ",\n          ".join(stmts)
         body = f"return ctg::let(x[i], [=](auto v) {{\n        return ctg::block(\n          {joined});\n      }});"
+    if shape != "funcs":
+        funcs = ""
     adjoint = mode == "forward+adjoint"
     launch = "k(x, y);\n  y.grad().fill(1.0f);\n  k.grad(x, y);" if adjoint else "k(x, y);"
     flags = "" if mode == "forward-nograd" else ", ctg::grad"
@@ -79,8 +98,8 @@ def kernel_source(n, shape, mode):
 #include <ctgrad/ctgrad.hpp>
 
 int main() {{
-  ctg::field<float, 1{flags}> x({{1024}}, {{.name = "x"}}), y({{1024}}, {{.name = "y"}});
-  auto k = ctg::kernel<"chain">([](auto x, auto y) {{
+  ctg::field<float, 1{flags}> x({{1024}}, {{.name = "x"}}), y({{1024}}, {{.name = "y"}});{funcs}
+  auto k = ctg::kernel<"chain">([=](auto x, auto y) {{
     return ctg::range(x.size(), [=](auto i) {{
       {body}
     }});

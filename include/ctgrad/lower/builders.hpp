@@ -307,9 +307,9 @@ struct func_t {
   F fn;
   static constexpr auto name = Name;
 
-  // Arguments: field parameters, expressions and plain numbers. Expressions are
-  // passed as expressions (the func is inlined), so a func cannot assign to
-  // its caller's locals through them.
+  // Arguments: field parameters, expressions and plain numbers, as values: a
+  // func cannot assign to its caller's locals through them. Lowering binds an
+  // argument that computes something to a local of the call (lower.hpp).
   template <class... A>
   [[nodiscard]] constexpr auto operator()(A const&... a) const {
     return ir::pending_call<ir::func_name<Name>, F, std::remove_cvref_t<decltype(pass(a))>...>{{}, fn, {{{pass(a)}...}}};

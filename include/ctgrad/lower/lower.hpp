@@ -1,8 +1,11 @@
 // Lowering: from what kernel code returns (nodes with pending loops, lets and
 // func calls inside) to the closure-free IR. The context carries the loop level
 // (how many loops enclose this point, counted through func calls), the next
-// free local slot and the chain of funcs being inlined.
+// free local slot, the chain of funcs being inlined and whether a func's
+// arguments may be bound to locals here (not in a while_ condition, which is
+// evaluated anew before every iteration and cannot hold statements).
 #pragma once
+#include <array>
 #include <type_traits>
 #include <utility>
 
@@ -11,10 +14,11 @@
 
 namespace ctg::ir {
 
-template <int Level, int NextSlot, class Funcs = detail::type_list<>>
+template <int Level, int NextSlot, class Funcs = detail::type_list<>, bool BindsArguments = true>
 struct lower_ctx {
   static constexpr int level = Level;
   static constexpr int next_slot = NextSlot;
+  static constexpr bool binds_arguments = BindsArguments;
   using funcs = Funcs;
 };
 
@@ -25,7 +29,7 @@ struct lowered {
 };
 
 template <class Ctx, int Next>
-using with_next_slot = lower_ctx<Ctx::level, Next, typename Ctx::funcs>;
+using with_next_slot = lower_ctx<Ctx::level, Next, typename Ctx::funcs, Ctx::binds_arguments>;
 
 // ---- settling plain numbers ------------------------------------------------------
 // A weak literal meeting a value of type V takes V's scalar type when that
@@ -315,7 +319,7 @@ constexpr auto lower(Ctx, pending_loop<K, Axes, F, Bounds...> const& p) {
   }(std::make_index_sequence<Axes>{});
   static_assert(dsl_statement<decltype(body)>,
                 "CTG-EXPR-010 a loop body must return a statement (a store, a block, a let, ...)");
-  using inner = lower_ctx<level + 1, after_bounds, typename Ctx::funcs>;
+  using inner = lower_ctx<level + 1, after_bounds, typename Ctx::funcs, Ctx::binds_arguments>;
   auto lb = lower(inner{}, body);
   auto all = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return detail::make_tuple(detail::get<Is>(b.ir)..., lb.ir);
@@ -387,18 +391,118 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
   }(std::index_sequence_for<Inits...>{});
 }
 
+// ---- func calls ---------------------------------------------------------------------
+// A func is inlined, but its arguments are evaluated once, the way a C++ call
+// evaluates them: an argument that computes something is bound to a local of
+// the call (a let around the func's body), and the body reads the local. Left
+// to substitution, a func that uses its argument k times would copy the
+// argument's tree, loops and let-blocks included, k times into the kernel, and
+// nested calls would multiply the copies, in compile time and in run time.
+// Passed as they are: field parameters, leaves (numbers, locals, loop
+// indices, extents), plain field loads, statements, and integer expressions
+// without statements, which stay visible to the index analyses of the checks
+// (a func's u[i + 1] must still be seen as the element next to u[i]).
+template <class N>
+struct binds_as_argument : std::false_type {};
+template <class Op, class... K>
+struct binds_as_argument<node<Op, K...>> {
+  using N = node<Op, K...>;
+  static constexpr bool computes = sizeof...(K) > 0 && !is_access_op<Op>;
+  static constexpr bool value =
+      has_let_value_v<N> || (computes && !is_statement_v<N> && !std::is_integral_v<value_t<N>>);
+};
+
+// Slot of each argument bound to a local (First, First + 1, ... in argument
+// order), or -1 for one passed as it is.
+template <int First, class... A>
+constexpr auto argument_slots() {
+  std::array<int, sizeof...(A) + 1> slots{};
+  constexpr bool bound[] = {binds_as_argument<A>::value..., false};
+  int next = First;
+  for (std::size_t i = 0; i < sizeof...(A); ++i) slots[i] = bound[i] ? next++ : -1;
+  slots[sizeof...(A)] = next;  // the first slot after them
+  return slots;
+}
+
+// Binding pays where a call runs per iteration; a call at the top level of a
+// kernel runs once, and a statement func there may hold the kernel's parallel
+// loop, which must stay at the top to be offloaded.
+template <bool Binds, int First, class... A>
+constexpr auto argument_slots_of(detail::tuple<A...> const*) {
+  if constexpr (Binds)
+    return argument_slots<First, A...>();
+  else
+    return argument_slots<First>();
+}
+
+// Positions of the bound arguments, in slot order.
+template <std::size_t Count, std::size_t N>
+constexpr auto bound_arguments(std::array<int, N> const& slots) {
+  std::array<std::size_t, Count> positions{};
+  for (std::size_t i = 0, j = 0; i + 1 < N; ++i)
+    if (slots[i] >= 0) positions[j++] = i;
+  return positions;
+}
+
+template <int Slot, class A>
+constexpr auto argument_as_passed(A const& a) {
+  if constexpr (Slot < 0)
+    return a;
+  else
+    return node<op::local<Slot, value_t<A>>>{};
+}
+
 template <class Ctx, class Name, class F, class... Args>
 constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
   auto r = lower_seq<Ctx>(p.args);
-  auto body = detail::apply(p.fn, r.ir);
+  using lowered_args = decltype(r.ir);
+  constexpr int first = decltype(r)::next_slot;
+  constexpr auto slots = argument_slots_of<Ctx::binds_arguments && (Ctx::level > 0), first>(
+      static_cast<lowered_args const*>(nullptr));
+  constexpr std::size_t n_args = sizeof...(Args);
+  constexpr int after_bound = slots[slots.size() - 1];
+  auto body = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    if constexpr (after_bound == first)
+      return detail::apply(p.fn, r.ir);
+    else
+      return p.fn(argument_as_passed<slots[Is]>(detail::get<Is>(r.ir))...);
+  }(std::make_index_sequence<n_args>{});
   static_assert(dsl_operand<decltype(body)> || dsl_statement<decltype(body)>,
                 "CTG-EXPR-010 a func must return a statement or a value expression");
   using funcs = typename detail::push_back<typename Ctx::funcs, op::func_scope<Name>>::type;
-  using inner = lower_ctx<Ctx::level, decltype(r)::next_slot, funcs>;
+  using inner = lower_ctx<Ctx::level, after_bound, funcs, Ctx::binds_arguments>;
   auto lb = lower(inner{}, as_expr(body));
-  auto settled = settle_self(lb.ir);
-  auto out = rebuild(op::func_scope<Name>{}, settled);
-  return lowered<decltype(out), decltype(lb)::next_slot>{out};
+  auto scoped = rebuild(op::func_scope<Name>{}, settle_self(lb.ir));
+  if constexpr (after_bound == first) {
+    return lowered<decltype(scoped), decltype(lb)::next_slot>{scoped};
+  } else {
+    // let(bound arguments..., body) or, for a value, let_value(bound
+    // arguments..., {}, body): hoisting (normalize.hpp) moves it in front of
+    // the statement that holds the call, like any value-yielding let-block.
+    constexpr auto bound = bound_arguments<std::size_t(after_bound - first)>(slots);
+    auto out = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+      if constexpr (is_statement_v<decltype(scoped)>)
+        return rebuild(op::let<(first + int(Js))...>{}, detail::get<bound[Js]>(r.ir)..., scoped);
+      else
+        return rebuild(op::let_value<(first + int(Js))...>{}, detail::get<bound[Js]>(r.ir)..., rebuild(op::block{}),
+                       scoped);
+    }(std::make_index_sequence<bound.size()>{});
+    return lowered<decltype(out), decltype(lb)::next_slot>{out};
+  }
+}
+
+// A while_ condition is evaluated before every iteration: a func called in it
+// keeps its arguments substituted (a let-block there would be hoisted out of
+// the loop and run once).
+template <class Ctx, int Site, class C, class B>
+constexpr auto lower(Ctx, node<op::while_<Site>, C, B> const& n) {
+  using condition_ctx = lower_ctx<Ctx::level, Ctx::next_slot, typename Ctx::funcs, false>;
+  auto c = lower(condition_ctx{}, kid<0>(n));
+  using body_ctx = with_next_slot<Ctx, decltype(c)::next_slot>;
+  auto b = lower(body_ctx{}, kid<1>(n));
+  constexpr int next = decltype(b)::next_slot;
+  auto out = attach_site<next>(rebuild(n.op, settle_self(c.ir), b.ir));
+  return lowered<decltype(out), next + with_site<op::while_<Site>, next>::used>{out};
 }
 
 }  // namespace ctg::ir
