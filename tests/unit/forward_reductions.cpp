@@ -205,3 +205,23 @@ TEST_CASE("+= into elements each iteration owns: plain adds, exact on many threa
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) CHECK(m.at(i, j) == 2.0 * (double(i * 100 + j) + 0.5));
 }
+
+TEST_CASE("a kernel that is not differentiated scatters into a gradient buffer atomically") {
+  // A hand-written adjoint (ctg::forward_only) adding into x.grad() through an
+  // index field: the field's values are never touched, but its gradient buffer
+  // is hit by many iterations. Counted in integers-as-doubles, so any lost
+  // update shows.
+  pool_threads threads(4);
+  int const n = 1 << 21, bins = 8;
+  ctg::field<double, 1, ctg::grad> x({bins}, {.name = "x"});
+  ctg::field<int, 1> bin({n}, {.name = "bin"});
+  for (int i = 0; i < n; ++i) bin.at(i) = i % bins;
+  auto scatter = ctg::kernel<"scatter_into_grad", ctg::forward_only>([](auto x, auto bin) {
+    return ctg::range(bin.size(), [=](auto i) { return x.grad()[bin[i]] += 1.0; });
+  });
+  for (int round = 0; round < 3; ++round) {
+    x.grad().fill(0.0);
+    scatter(x, bin);
+    for (int b = 0; b < bins; ++b) CHECK(x.grad().at(b) == double(n / bins));
+  }
+}

@@ -337,8 +337,8 @@ template <class C, int Axis>
 inline constexpr bool is_shift_of_index_v<node<op::math<fn::sub>, node<op::loop_index<0, Axis>>, C>, Axis> =
     ::ctg::analysis::invariant_v<C>;
 
-// Collects the index tuples under which field parameter I is touched in a
-// statement, as a type list of node<access...> types.
+// Collects the index tuples under which field parameter I (any of its
+// buffers) is touched in a statement, as a type list of node<access...> types.
 template <int I, class S>
 struct accesses_of {
   using type = detail::type_list<>;
@@ -361,8 +361,11 @@ struct accesses_of<I, node<Op, K...>> {
   struct own {
     using type = detail::type_list<>;
   };
-  template <class T, int R, bool G, bool D>
-  struct own<op::access<I, T, R, G, D, buffer::primal>> {
+  // Every buffer: a kernel that is not differentiated (ctg::forward_only, or
+  // one launched on fields without gradients) may accumulate into x.grad()
+  // or x.dual() through an index of its own, and ownership must see it.
+  template <class T, int R, bool G, bool D, buffer B>
+  struct own<op::access<I, T, R, G, D, B>> {
     using type = detail::type_list<node<Op, K...>>;
   };
   using type = join_t<typename own<Op>::type, typename accesses_of<I, K>::type..., detail::type_list<>>;
