@@ -5,6 +5,7 @@
 // accumulation can be a plain add (every iteration of the parallel loop owns
 // its own slot) rather than an atomic one.
 #pragma once
+#include <array>
 #include <type_traits>
 
 #include "../analysis/invariance.hpp"
@@ -371,6 +372,15 @@ struct accesses_of<I, node<Op, K...>> {
   using type = join_t<typename own<Op>::type, typename accesses_of<I, K>::type..., detail::type_list<>>;
 };
 
+// The index expressions of an access node, as a tuple type, and their count.
+template <class Acc>
+struct access_indices;
+template <class Op, class... Idx>
+struct access_indices<node<Op, Idx...>> {
+  using type = detail::tuple<Idx...>;
+  static constexpr int rank = int(sizeof...(Idx));
+};
+
 // Whether every access in the list uses, for each offload axis a, one common
 // index position holding the same `i_a + c` expression.
 template <int Axes, class List>
@@ -379,29 +389,15 @@ template <int Axes>
 struct owns_slots<Axes, detail::type_list<>> : std::true_type {};
 template <int Axes, class First, class... Rest>
 struct owns_slots<Axes, detail::type_list<First, Rest...>> {
-  template <class Acc>
-  struct index_types;
-  template <class Op, class... Idx>
-  struct index_types<node<Op, Idx...>> {
-    using type = detail::type_list<Idx...>;
-    static constexpr int rank = int(sizeof...(Idx));
-  };
-  template <class Acc>
-  struct index_types_tuple;
-  template <class Op, class... Idx>
-  struct index_types_tuple<node<Op, Idx...>> {
-    using type = detail::tuple<Idx...>;
-  };
-
-  static constexpr int rank = index_types<First>::rank;
+  static constexpr int rank = access_indices<First>::rank;
 
   template <int Axis, int P>
   static constexpr bool position_works() {
-    using E = detail::tuple_element_t<std::size_t(P), typename index_types_tuple<First>::type>;
+    using E = detail::tuple_element_t<std::size_t(P), typename access_indices<First>::type>;
     if constexpr (!is_shift_of_index_v<E, Axis>)
       return false;
     else
-      return (std::is_same_v<E, detail::tuple_element_t<std::size_t(P), typename index_types_tuple<Rest>::type>> &&
+      return (std::is_same_v<E, detail::tuple_element_t<std::size_t(P), typename access_indices<Rest>::type>> &&
               ...);
   }
   template <int Axis>
@@ -414,6 +410,52 @@ struct owns_slots<Axes, detail::type_list<First, Rest...>> {
     return [&]<int... As>(std::integer_sequence<int, As...>) {
       return (axis_owned<As>() && ...);
     }(std::make_integer_sequence<int, Axes>{});
+  }();
+};
+
+// Whether every access in the list holds, for each offload axis a, a shift
+// `i_a + c` of that axis's index at one common index position P_a, the c
+// invariant over the offload but not necessarily the same in every access
+// (u[i - 1], u[i], u[i + 1]). Two iterations p and q then touch a common
+// element only if |p_a - q_a| is at most the spread of the c's at P_a on
+// every axis: they are near each other. `position[a]` is P_a.
+template <int Axes, class List>
+struct banded_slots {
+  static constexpr bool value = false;
+};
+template <int Axes, class First, class... Rest>
+struct banded_slots<Axes, detail::type_list<First, Rest...>> {
+  static constexpr int rank = access_indices<First>::rank;
+
+  template <class Acc, int P, int Axis>
+  static constexpr bool shift_at() {
+    if constexpr (P >= access_indices<Acc>::rank)
+      return false;
+    else
+      return is_shift_of_index_v<detail::tuple_element_t<std::size_t(P), typename access_indices<Acc>::type>, Axis>;
+  }
+  template <int P, int Axis>
+  static constexpr bool shift_in_all() {
+    return shift_at<First, P, Axis>() && (shift_at<Rest, P, Axis>() && ...);
+  }
+  template <int Axis>
+  static constexpr int position_of() {
+    int found = -1;
+    [&]<int... Ps>(std::integer_sequence<int, Ps...>) {
+      ((found < 0 && shift_in_all<Ps, Axis>() ? (found = Ps) : 0), ...);
+    }(std::make_integer_sequence<int, rank>{});
+    return found;
+  }
+  static constexpr std::array<int, std::size_t(Axes)> position = [] {
+    std::array<int, std::size_t(Axes)> p{};
+    [&]<int... As>(std::integer_sequence<int, As...>) { ((p[std::size_t(As)] = position_of<As>()), ...); }(
+        std::make_integer_sequence<int, Axes>{});
+    return p;
+  }();
+  static constexpr bool value = [] {
+    for (int p : position)
+      if (p < 0) return false;
+    return true;
   }();
 };
 

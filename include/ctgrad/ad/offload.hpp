@@ -13,10 +13,95 @@ namespace ctg::ad {
 // Whether every iteration of the parallel loop provably owns the elements it
 // touches in field I: accumulation into I (its values in the forward pass, its
 // gradient in the reverse pass) is then a plain add.
+//
+// Failing that, whether field I is banded: iterations touch a common element
+// of it only when they are near each other (a stencil, u[i - 1] and u[i + 1],
+// banded_slots). A host backend runs contiguous chunks of iterations on one
+// thread each; an iteration further than the chunk margin from its chunk's
+// edges shares no element of a banded field with any other chunk, so its
+// accumulations are plain adds, and only those near an edge are atomic
+// (eval::frame::near_chunk_edge).
 template <class Body, int Axes, bool Parallel>
 struct slot_ownership {
   template <int I>
   static constexpr bool owned = Parallel && owns_slots<Axes, typename accesses_of<I, Body>::type>::value;
+  template <int I>
+  using bands = banded_slots<Axes, typename accesses_of<I, Body>::type>;
+  template <int I>
+  static constexpr bool banded = Parallel && !owned<I> && bands<I>::value;
+  template <int Params>
+  static constexpr bool any_banded = []<int... Is>(std::integer_sequence<int, Is...>) {
+    return (banded<Is> || ...);
+  }(std::make_integer_sequence<int, Params>{});
+
+  // The chunk margin, in iterations of the row-major box [lo, hi) (Axes
+  // bounds each): the
+  // largest distance between two iterations that may touch a common element
+  // of a banded field, from the spread of the shifts' values (invariants,
+  // evaluated once in `host`, a frame holding the launch's arguments). 0 when
+  // no field is banded.
+  template <int Params, class Fr>
+  static long long chunk_margin(Body const& body, Fr& host, int const* lo, int const* hi) {
+    if constexpr (!any_banded<Params>) {
+      return 0;
+    } else {
+      spread<Params> s;
+      collect(body, host, s);
+      long long margin = 0, stride = 1;
+      for (int a = Axes - 1; a >= 0; --a) {
+        long long reach = 0;
+        for (int i = 0; i < Params; ++i)
+          if (s.seen[i] && s.hi[i][a] - s.lo[i][a] > reach) reach = s.hi[i][a] - s.lo[i][a];
+        margin += reach * stride;
+        stride *= hi[a] > lo[a] ? hi[a] - lo[a] : 0;
+      }
+      return margin;
+    }
+  }
+
+ private:
+  template <int Params>
+  struct spread {
+    long long lo[Params][Axes > 0 ? Axes : 1];
+    long long hi[Params][Axes > 0 ? Axes : 1];
+    bool seen[Params] = {};
+  };
+  // The c of a shift `i + c`, `c + i`, `i - c` or `i` (is_shift_of_index_v).
+  template <class Fr, class Idx>
+  static long long shift_of(node<Idx> const&, Fr&) {
+    return 0;
+  }
+  template <class Fr, class Op, class A, class B>
+  static long long shift_of(node<Op, A, B> const& e, Fr& host) {
+    if constexpr (std::is_same_v<Op, op::math<fn::sub>>)
+      return -(long long)eval::forward::eval(kid<1>(e), host);
+    else if constexpr (is_loop_index_op<typename A::op_type>)
+      return (long long)eval::forward::eval(kid<1>(e), host);
+    else
+      return (long long)eval::forward::eval(kid<0>(e), host);
+  }
+  template <int Params, class Fr, class Op, class... K>
+  static void collect(node<Op, K...> const& n, Fr& host, spread<Params>& s) {
+    if constexpr (is_access_op<Op>) {
+      constexpr int I = Op::param;
+      if constexpr (banded<I>) {
+        bool const first = !s.seen[I];
+        s.seen[I] = true;
+        for (int a = 0; a < Axes; ++a) {
+          long long const c = [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
+            long long v = 0;
+            ((int(Ps) == bands<I>::position[std::size_t(a)] ? (v = shift_of(detail::get<Ps>(n.kids), host)) : 0), ...);
+            return v;
+          }(std::index_sequence_for<K...>{});
+          if (first || c < s.lo[I][a]) s.lo[I][a] = c;
+          if (first || c > s.hi[I][a]) s.hi[I][a] = c;
+        }
+      }
+    }
+    if constexpr (sizeof...(K) > 0)
+      [&]<std::size_t... Ks>(std::index_sequence<Ks...>) { (collect(detail::get<Ks>(n.kids), host, s), ...); }(
+          std::index_sequence_for<K...>{});
+  }
 };
 
 template <class Args, class Offload, int Slots>
@@ -25,6 +110,8 @@ struct reverse_plan {
   using body = typename parts::body;
   using analysis = offload_analysis<body, Slots>;
   using policy = slot_ownership<body, parts::axes, parts::parallel>;
+  using ownership = policy;
+  static constexpr bool banded = policy::template any_banded<int(Args::size)>;
   using evaluator = reverse<analysis, policy>;
   using shape = eval::loop_shape<Offload>;
   using locals = typename eval::slot_storage<body, Slots>::type;

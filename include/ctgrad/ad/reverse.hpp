@@ -268,11 +268,12 @@ struct reverse {
   }
 
   // Adds to a gradient element of parameter I: atomically when concurrent
-  // iterations may hit the same element (Policy::owned: they provably do not).
+  // iterations may hit the same element (Policy::owned: they provably do not;
+  // Policy::banded: only iterations near a chunk's edge may).
   template <int I, class Fr, class P>
   CTG_HOST_DEVICE static void accumulate_grad(Fr const& f, P* p, P const& g) {
     if constexpr (Fr::parallel && !Policy::template owned<I>) {
-      if (f.concurrent) {
+      if (f.concurrent && (!Policy::template banded<I> || f.near_chunk_edge)) {
         backend::atomic_add(p, g);
         return;
       }

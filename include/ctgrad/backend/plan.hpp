@@ -100,6 +100,7 @@ struct stateless_pass {
     template <bool Parallel>
     using frame = Frame<Args, locals, shape::levels, shape::axes, Parallel>;
     static constexpr bool uses_stack = false;
+    static constexpr bool banded = false;  // no field whose accumulations depend on the chunk margin
     template <class Fr>
     CTG_HOST_DEVICE static void prepare(Fr&, std::uint32_t*, long long, long long) {}
     template <class Body, class Fr>
@@ -132,6 +133,7 @@ struct forward_pass {
     // atomics.
     using parts = ir::offload_traits<Offload>;
     using ownership = ad::slot_ownership<typename parts::body, parts::axes, parts::parallel>;
+    static constexpr bool banded = ownership::template any_banded<int(Args::size)>;
     template <bool Parallel>
     using frame = eval::owning_frame<std::conditional_t<Parallel && dests::size != 0,
                                                         eval::reduction_frame<typename base::template frame<true>, dests>,

@@ -21,6 +21,10 @@ struct frame {
   // time: accumulations into shared elements are atomic only then. A CPU
   // offload run entirely by the calling thread clears it.
   bool concurrent = Parallel;
+  // Whether this iteration lies within the chunk margin of its chunk's edges
+  // (ad::slot_ownership): accumulations into a banded field are atomic only
+  // then, when concurrent. Stays true where nothing runs chunks (a device).
+  bool near_chunk_edge = true;
   int idx[levels][axes];
   Locals locals;
 };

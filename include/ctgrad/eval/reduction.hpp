@@ -129,6 +129,15 @@ constexpr bool owned_field() {
   else
     return false;
 }
+// Whether only iterations near each other touch a common element of
+// parameter I (ad::slot_ownership::banded).
+template <class Fr, int I>
+constexpr bool banded_field() {
+  if constexpr (requires { typename Fr::ownership; })
+    return Fr::ownership::template banded<I>;
+  else
+    return false;
+}
 
 template <class L, class List>
 inline constexpr int position_v = -1;

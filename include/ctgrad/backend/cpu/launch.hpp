@@ -19,10 +19,12 @@ CTG_IMPL_IR_VOCABULARY;
 // inlined into this one function (see CTG_FLATTEN). The frame is a local of
 // this function, not a reference from outside, so the compiler can tell that
 // stores to fields never modify it and keep its values in registers.
+// `margin`: iterations within it of the chunk's edges accumulate atomically
+// into banded fields (ad::slot_ownership), the others with plain adds.
 template <class Plan, int A, class Body, class Args>
 CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args const& args,
                            eval::launch_status& status, std::uint32_t* stack, long long capacity, bool concurrent,
-                           std::int64_t b, std::int64_t e) {
+                           long long margin, std::int64_t b, std::int64_t e) {
   Args const local_args = args;  // a copy of the field views, for the same reason
   // Zeroed once per chunk: the adjoint restores a local from the site slot of
   // an assignment only in the branch that saved it, which GCC cannot follow
@@ -34,6 +36,7 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
   Plan::prepare(f, stack, 1, capacity);
   for (std::int64_t it = b; it < e; ++it) {
     box.set(f, it);
+    if constexpr (Plan::banded) f.near_chunk_edge = it - b < margin || e - it <= margin;
     Plan::iteration(body, f);
   }
   Plan::finish(f);
@@ -61,6 +64,7 @@ struct prepared_offload {
   using traits = ir::offload_traits<parallel_offload<S>>;
   static constexpr int axes = traits::axes;
   using body_type = typename traits::body;
+  static constexpr int params = int(Args::size);
 
   Args const& args;
   eval::launch_status& status;
@@ -68,6 +72,7 @@ struct prepared_offload {
   backend::loop_box<axes> box{};
   long long capacity = 0;  // adstack bytes per thread
   int unsized_site = -1;   // a loop whose adstack no launch can size (nothing runs)
+  long long margin = 0;    // the chunk margin of the banded fields (run_chunk)
 
   prepared_offload(parallel_offload<S> const& o, Args const& a, eval::launch_status& st, long long iterations)
       : args(a), status(st), body(traits::body_of(o)) {
@@ -78,6 +83,7 @@ struct prepared_offload {
     eval::forward::bounds(loop, host, box.lo, box.hi);
     backend::narrow_to_owned(box, args);
     capacity = backend::adstack_bytes<plan>(body, args, iterations, unsized_site, &box);
+    if constexpr (plan::banded) margin = plan::ownership::template chunk_margin<params>(body, host, box.lo, box.hi);
   }
   std::int64_t count() const { return box.count(); }
   // A thread's adstack, sized for this offload.
@@ -87,7 +93,7 @@ struct prepared_offload {
   // Iterations [b, e) on the calling thread; `concurrent`: other threads run
   // other iterations at the same time (accumulations must be atomic).
   void run(std::int64_t b, std::int64_t e, bool concurrent, std::uint32_t* stack) const {
-    run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, b, e);
+    run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, margin, b, e);
   }
 };
 
