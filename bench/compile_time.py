@@ -275,6 +275,8 @@ def main():
     ap.add_argument("--shapes", default="expr,locals")
     ap.add_argument("--suite", action="store_true", help="also time the test suite's build from clean")
     ap.add_argument("--timeout", type=float, default=300, help="seconds after which one compile is stopped")
+    ap.add_argument("--cxxflags", default="", help="more flags for every compile, headers included "
+                                                 "(e.g. --param=ggc-min-heapsize=4194304, docs/05)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "compile_time"))
     ap.add_argument("--svg", help="where the curve goes (default docs/images/ named after --out, so that the "
                                   "short run and the --full run keep a curve each)")
@@ -322,18 +324,19 @@ def main():
                          f"cpu {cpu:6.2f} s  wall {wall:6.2f} s  {mib:5.0f} MiB"), flush=True)
                 # A kernel deeper than the compiler's default instantiation
                 # depth fails; say what it takes with the depth raised.
-                if error and "instantiation depth" in error and not extra:
-                    one(shape, n, mode, source, ("-ftemplate-depth=4096",))
+                if error and "instantiation depth" in error and "-ftemplate-depth=4096" not in extra:
+                    one(shape, n, mode, source, (*extra, "-ftemplate-depth=4096"))
                 # clang++ recurses deeply enough on deep kernels to overflow
                 # the default 8 MiB stack: say what it takes without the limit.
-                if error and error.startswith("compiler crashed (signal 11)") and not extra:
-                    one(shape, n, mode, source, ("ulimit -s unlimited",))
+                if error and error.startswith("compiler crashed (signal 11)") and "ulimit -s unlimited" not in extra:
+                    one(shape, n, mode, source, (*extra, "ulimit -s unlimited"))
 
-            one("baseline", 0, "headers", BASELINE)
+            common = tuple(args.cxxflags.split())
+            one("baseline", 0, "headers", BASELINE, common)
             for shape in shapes:
                 for n in sizes:
                     for mode in MODES:
-                        one(shape, n, mode, kernel_source(n, shape, mode))
+                        one(shape, n, mode, kernel_source(n, shape, mode), common)
 
     result = {
         "what": "seconds to compile one translation unit holding one kernel of N operations (-std=c++20 -O2 -c); cpu = user + sys of the compiler",
