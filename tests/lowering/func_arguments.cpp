@@ -128,3 +128,26 @@ TEST_CASE("a func holding the kernel's loop, called with a computed argument at 
   }
   CHECK(gain.grad().at() == Approx(dgain).epsilon(1e-14));
 }
+
+TEST_CASE("a statement passed to a func is not bound, even when it holds a bound call") {
+  auto sq = ctg::func<"sq">([](auto a) { return a * a; });
+  auto twice = ctg::func<"twice">([](auto s) { return ctg::block(s, s); });
+  std::vector<double> const xv{-1.5, 0.25, 2.0};
+  ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"}), out({3}, {.name = "out"});
+  x.copy_from(xv);
+  auto k = ctg::kernel<"statement_argument">([=](auto x, auto out) {
+    return ctg::range(3, [=](auto i) {
+      // The let-block's value is dropped: a let used as a statement.
+      return ctg::block(ctg::let(x[i], [=](auto v) { return ctg::result(sq(v * 3.0)); }),
+                        twice(out[i] += sq(x[i] * 2.0)));
+    });
+  });
+  k(x, out);
+  out.grad().fill(1.0);
+  k.grad(x, out);
+  for (int i = 0; i < 3; ++i) {
+    double const t = xv[std::size_t(i)];
+    CHECK(out.at(i) == Approx(8 * t * t).epsilon(1e-15));
+    CHECK(x.grad().at(i) == Approx(16 * t).epsilon(1e-15));
+  }
+}

@@ -88,6 +88,32 @@ TEST_CASE("reverse: the adjoint of a 1-D stencil gathers exactly on 4 threads") 
   }
 }
 
+TEST_CASE("shifts by numbers are told apart by value: x[i + 1] and x[i + 2] share elements") {
+  // Both indices have the type `i + literal`: ownership must not take equal
+  // types for equal indices (iteration i and i + 1 both touch x[i + 2]).
+  int const n = 400003;
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  for (int i = 0; i < n; ++i) x.at(i) = double(i % 9);
+  auto pair = ctg::kernel<"shifted_pair">([](auto x, auto y) {
+    return ctg::range(x.size() - 2, [=](auto i) { return y[i] = x[i + 1] * 2.0 - x[i + 2]; });
+  });
+  CHECK(!owned_in<0>(pair.ir(x, y)));
+  CHECK(banded_in<0>(pair.ir(x, y)));
+  ad_test::thread_scope pool(4);
+  pair(x, y);
+  for (int round = 0; round < 3; ++round) {
+    x.grad().fill(0.0);
+    for (int i = 0; i < n; ++i) y.grad().at(i) = double(i % 4 + 1);
+    pair.grad(x, y);
+    int wrong = 0;
+    for (int j = 0; j < n; ++j) {
+      auto seed = [&](int i) { return i >= 0 && i < n - 2 ? double(i % 4 + 1) : 0.0; };
+      wrong += x.grad().at(j) != 2.0 * seed(j - 1) - seed(j - 2);
+    }
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("2-D: a four-neighbour scatter and a gather's adjoint, margins of a whole row") {
   int const rows = 301, cols = 257;
   ctg::field<double, 2, ctg::grad> v({rows, cols}, {.name = "v"}), m({rows, cols}, {.name = "m"});

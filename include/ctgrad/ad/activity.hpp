@@ -372,6 +372,16 @@ struct accesses_of<I, node<Op, K...>> {
   using type = join_t<typename own<Op>::type, typename accesses_of<I, K>::type..., detail::type_list<>>;
 };
 
+// Whether an expression holds a number known only from the node's value
+// (a literal, a scalar argument), not from its type.
+template <class E>
+inline constexpr bool holds_literal_v = false;
+template <class T>
+inline constexpr bool holds_literal_v<node<op::literal<T>>> = true;
+template <class Op, class... K>
+  requires(sizeof...(K) > 0)
+inline constexpr bool holds_literal_v<node<Op, K...>> = (holds_literal_v<K> || ...);
+
 // The index expressions of an access node, as a tuple type, and their count.
 template <class Acc>
 struct access_indices;
@@ -395,6 +405,11 @@ struct owns_slots<Axes, detail::type_list<First, Rest...>> {
   static constexpr bool position_works() {
     using E = detail::tuple_element_t<std::size_t(P), typename access_indices<First>::type>;
     if constexpr (!is_shift_of_index_v<E, Axis>)
+      return false;
+    else if constexpr (sizeof...(Rest) > 0 && holds_literal_v<E>)
+      // i + 1 and i + 2 have one type: the numbers are values of the nodes,
+      // so equal types do not make equal indices (banded_slots compares the
+      // values at launch).
       return false;
     else
       return (std::is_same_v<E, detail::tuple_element_t<std::size_t(P), typename access_indices<Rest>::type>> &&

@@ -409,7 +409,7 @@ struct binds_as_argument<node<Op, K...>> {
   using N = node<Op, K...>;
   static constexpr bool computes = sizeof...(K) > 0 && !is_access_op<Op>;
   static constexpr bool value =
-      has_let_value_v<N> || (computes && !is_statement_v<N> && !std::is_integral_v<value_t<N>>);
+      !is_statement_v<N> && (has_let_value_v<N> || (computes && !std::is_integral_v<value_t<N>>));
 };
 
 // Slot of each argument bound to a local (First, First + 1, ... in argument
@@ -417,9 +417,9 @@ struct binds_as_argument<node<Op, K...>> {
 template <int First, class... A>
 constexpr auto argument_slots() {
   std::array<int, sizeof...(A) + 1> slots{};
-  constexpr bool bound[] = {binds_as_argument<A>::value..., false};
   int next = First;
-  for (std::size_t i = 0; i < sizeof...(A); ++i) slots[i] = bound[i] ? next++ : -1;
+  [[maybe_unused]] std::size_t i = 0;
+  ((slots[i++] = binds_as_argument<A>::value ? next++ : -1), ...);
   slots[sizeof...(A)] = next;  // the first slot after them
   return slots;
 }

@@ -270,18 +270,13 @@ constexpr auto hoist(S const& s) {
   using Op = typename S::op_type;
   if constexpr (is_let_value_op<Op>) {
     // A value-yielding let used as a statement: keep its statements, drop the
-    // value. A value func called with bound arguments (lower.hpp) keeps its
-    // body, so that calling it as a statement is the error it is without them.
+    // value. (A value func called as a statement with bound arguments,
+    // lower.hpp, is one: like a func whose body is a let-block, its value is
+    // dropped.)
     return [&]<int... Slots, class... LK>(node<op::let_value<Slots...>, LK...> const& l) {
-      constexpr std::size_t n = sizeof...(Slots);
-      using Statements = std::remove_cvref_t<decltype(detail::get<n>(l.kids))>;
-      using Value = std::remove_cvref_t<decltype(detail::get<n + 1>(l.kids))>;
       return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        if constexpr (std::is_same_v<Statements, node<op::block>> && is_func_scope_op<typename Value::op_type>)
-          return hoist(rebuild(op::let<Slots...>{}, detail::get<Is>(l.kids)..., detail::get<n + 1>(l.kids)));
-        else
-          return hoist(rebuild(op::let<Slots...>{}, detail::get<Is>(l.kids)..., detail::get<n>(l.kids)));
-      }(std::make_index_sequence<n>{});
+        return hoist(rebuild(op::let<Slots...>{}, detail::get<Is>(l.kids)..., detail::get<sizeof...(Slots)>(l.kids)));
+      }(std::make_index_sequence<sizeof...(Slots)>{});
     }(s);
   } else if constexpr (is_while_op<Op>) {
     // Hoisted in front of the loop, the statements would run once instead of
