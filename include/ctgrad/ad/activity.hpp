@@ -372,6 +372,30 @@ struct accesses_of<I, node<Op, K...>> {
   using type = join_t<typename own<Op>::type, typename accesses_of<I, K>::type..., detail::type_list<>>;
 };
 
+// How many statements of S add into (+=, -=) an element of field parameter
+// I's values, and how many write it in any way (=, +=, -=, min, max).
+template <int I, class S>
+struct accumulations_into : std::integral_constant<int, 0> {};
+template <int I, class Op, class... K>
+struct accumulations_into<I, node<Op, K...>> : std::integral_constant<int, (accumulations_into<I, K>::value + ... + 0)> {};
+template <int I, atomic_kind A, class L, class E>
+struct accumulations_into<I, node<op::atomic<A>, L, E>>
+    : std::integral_constant<int, int((A == atomic_kind::add || A == atomic_kind::sub) &&
+                                      written_access<L>::type::op_type::param == I &&
+                                      written_access<L>::type::op_type::which == buffer::primal) +
+                                      accumulations_into<I, E>::value> {};
+
+template <int I, class S>
+struct writes_into : std::integral_constant<int, 0> {};
+template <int I, class Op, class... K>
+struct writes_into<I, node<Op, K...>> : std::integral_constant<int, (writes_into<I, K>::value + ... + 0)> {};
+template <int I, atomic_kind A, class L, class E>
+struct writes_into<I, node<op::atomic<A>, L, E>>
+    : std::integral_constant<int, int(written_access<L>::type::op_type::param == I) + writes_into<I, E>::value> {};
+template <int I, class L, class E>
+struct writes_into<I, node<op::store, L, E>>
+    : std::integral_constant<int, int(written_access<L>::type::op_type::param == I) + writes_into<I, E>::value> {};
+
 // Whether an expression holds a number known only from the node's value
 // (a literal, a scalar argument), not from its type.
 template <class E>

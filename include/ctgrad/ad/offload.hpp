@@ -34,6 +34,28 @@ struct slot_ownership {
     return (banded<Is> || ...);
   }(std::make_integer_sequence<int, Params>{});
 
+  // Neither owned nor banded, field I may still be scattered into through
+  // private copies, one per thread, summed into it after the launch
+  // (cpu::run_offload): in the forward pass when the offload only adds into
+  // its values (every access of I is the target of a += or -=), in the
+  // reverse pass when the offload only reads them (its adjoint then only
+  // adds into I's gradient).
+  // (Each walk only where the cheaper tests leave the question open.)
+  template <int I>
+  static constexpr bool only_accumulated = [] {
+    if constexpr (!Parallel || owned<I> || banded<I> || accesses_of<I, Body>::type::size == 0)
+      return false;
+    else
+      return int(accesses_of<I, Body>::type::size) == accumulations_into<I, Body>::value;
+  }();
+  template <int I>
+  static constexpr bool only_read = [] {
+    if constexpr (!Parallel || owned<I> || banded<I> || accesses_of<I, Body>::type::size == 0)
+      return false;
+    else
+      return writes_into<I, Body>::value == 0;
+  }();
+
   // The chunk margin, in iterations of the row-major box [lo, hi) (Axes
   // bounds each): the
   // largest distance between two iterations that may touch a common element
@@ -112,6 +134,11 @@ struct reverse_plan {
   using policy = slot_ownership<body, parts::axes, parts::parallel>;
   using ownership = policy;
   static constexpr bool banded = policy::template any_banded<int(Args::size)>;
+  // Fields only read: their gradients are only added into, through
+  // per-thread copies when scattered (cpu::run_offload).
+  template <int I>
+  static constexpr bool privatizable = policy::template only_read<I>;
+  static constexpr ir::buffer private_buffer = ir::buffer::grad;
   using evaluator = reverse<analysis, policy>;
   using shape = eval::loop_shape<Offload>;
   using locals = typename eval::slot_storage<body, Slots>::type;

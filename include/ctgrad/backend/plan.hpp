@@ -101,6 +101,11 @@ struct stateless_pass {
     using frame = Frame<Args, locals, shape::levels, shape::axes, Parallel>;
     static constexpr bool uses_stack = false;
     static constexpr bool banded = false;  // no field whose accumulations depend on the chunk margin
+    // Whether field parameter I's scattered accumulations may go to private
+    // per-thread copies of `private_buffer` (cpu::run_offload).
+    template <int I>
+    static constexpr bool privatizable = false;
+    static constexpr ir::buffer private_buffer = ir::buffer::primal;
     template <class Fr>
     CTG_HOST_DEVICE static void prepare(Fr&, std::uint32_t*, long long, long long) {}
     template <class Body, class Fr>
@@ -134,6 +139,19 @@ struct forward_pass {
     using parts = ir::offload_traits<Offload>;
     using ownership = ad::slot_ownership<typename parts::body, parts::axes, parts::parallel>;
     static constexpr bool banded = ownership::template any_banded<int(Args::size)>;
+    // Values only added into (a scatter through an index field): per-thread
+    // copies, unless the field is a fixed-element reduction, whose partial
+    // sums are in the frame already.
+    template <int I>
+    static constexpr bool privatizable = [] {
+      if constexpr (!ownership::template only_accumulated<I>)
+        return false;
+      else
+        return ![]<class... L>(detail::type_list<L...>*) {
+          return ((L::op_type::param == I) || ...);
+        }(static_cast<dests*>(nullptr));
+    }();
+    static constexpr ir::buffer private_buffer = ir::buffer::primal;
     template <bool Parallel>
     using frame = eval::owning_frame<std::conditional_t<Parallel && dests::size != 0,
                                                         eval::reduction_frame<typename base::template frame<true>, dests>,

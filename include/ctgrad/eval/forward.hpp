@@ -191,11 +191,12 @@ struct forward {
     write(kid<0>(n), eval(kid<1>(n), f), f);
   }
 
-  template <atomic_kind K, bool Owned = false, bool Banded = false, class Fr, class T, class V>
+  template <atomic_kind K, bool Owned = false, bool Banded = false, int Param = -1, class Fr, class T, class V>
   CTG_HOST_DEVICE static void accumulate(Fr const& f, T* p, V const& v) {
     T const x = convert<T>(v);
     if constexpr (Fr::parallel && !Owned) {
-      if (f.concurrent && (!Banded || f.near_chunk_edge)) {
+      if (f.concurrent && (!Banded || f.near_chunk_edge) &&
+          !(Param >= 0 && Param < 64 && (f.private_params >> (Param & 63) & 1))) {
         if constexpr (K == atomic_kind::add) backend::atomic_add(p, x);
         else if constexpr (K == atomic_kind::sub) backend::atomic_add(p, T(-x));
         else if constexpr (K == atomic_kind::min) backend::atomic_min(p, x);
@@ -250,12 +251,12 @@ struct forward {
       else
         c = &p->coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f));
       constexpr int param = written_access<L>::type::op_type::param;
-      accumulate<K, owned_field<Fr, param>(), banded_field<Fr, param>()>(f, c, v);
+      accumulate<K, owned_field<Fr, param>(), banded_field<Fr, param>(), param>(f, c, v);
     } else {
       auto* p = address(lhs, f);
       if (missing(p)) return;
       constexpr int param = written_access<L>::type::op_type::param;
-      accumulate<K, owned_field<Fr, param>(), banded_field<Fr, param>()>(f, p, v);
+      accumulate<K, owned_field<Fr, param>(), banded_field<Fr, param>(), param>(f, p, v);
     }
   }
 

@@ -25,6 +25,10 @@ struct frame {
   // (ad::slot_ownership): accumulations into a banded field are atomic only
   // then, when concurrent. Stays true where nothing runs chunks (a device).
   bool near_chunk_edge = true;
+  // Bit I: accumulations into field parameter I go to this thread's private
+  // copy of the buffer they add into (ad::slot_ownership::only_accumulated
+  // and only_read; summed after the launch), so they are plain adds.
+  unsigned long long private_params = 0;
   int idx[levels][axes];
   Locals locals;
 };

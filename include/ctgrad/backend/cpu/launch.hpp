@@ -1,10 +1,13 @@
 // Runs offloads on the host: a parallel offload over the thread pool, a serial
 // offload on the calling thread.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "../plan.hpp"
 #include "thread_pool.hpp"
@@ -21,10 +24,12 @@ CTG_IMPL_IR_VOCABULARY;
 // stores to fields never modify it and keep its values in registers.
 // `margin`: iterations within it of the chunk's edges accumulate atomically
 // into banded fields (ad::slot_ownership), the others with plain adds.
+// `private_params`: the fields whose buffer in `args` is this thread's
+// private copy (private_scatter below).
 template <class Plan, int A, class Body, class Args>
 CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args const& args,
                            eval::launch_status& status, std::uint32_t* stack, long long capacity, bool concurrent,
-                           long long margin, std::int64_t b, std::int64_t e) {
+                           long long margin, unsigned long long private_params, std::int64_t b, std::int64_t e) {
   Args const local_args = args;  // a copy of the field views, for the same reason
   // Zeroed once per chunk: the adjoint restores a local from the site slot of
   // an assignment only in the branch that saved it, which GCC cannot follow
@@ -33,6 +38,7 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
   f.args = &local_args;
   f.status = &status;
   f.concurrent = concurrent;
+  f.private_params = private_params;
   Plan::prepare(f, stack, 1, capacity);
   for (std::int64_t it = b; it < e; ++it) {
     box.set(f, it);
@@ -93,8 +99,167 @@ struct prepared_offload {
   // Iterations [b, e) on the calling thread; `concurrent`: other threads run
   // other iterations at the same time (accumulations must be atomic).
   void run(std::int64_t b, std::int64_t e, bool concurrent, std::uint32_t* stack) const {
-    run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, margin, b, e);
+    run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, margin, 0, b, e);
   }
+  // The same on other views of the arguments: those of private_scatter.
+  void run(Args const& views, unsigned long long private_params, std::int64_t b, std::int64_t e, bool concurrent,
+           std::uint32_t* stack) const {
+    run_chunk<plan>(box, body, views, status, stack, capacity, concurrent, margin, private_params, b, e);
+  }
+};
+
+// ---- scatters through per-thread copies ------------------------------------------------
+// A field that an offload only adds into (forward pass) or only reads (its
+// gradient, in the reverse pass), and that no iteration owns (a scatter
+// through an index field: springs into masses, particles into a grid), needs
+// atomic adds as soon as two threads run, and two threads then run slower
+// than one. Instead each thread adds into a zeroed private copy of the
+// buffer, and the copies are summed into it after the loop. That pays when
+// the field has no more elements than the loop has iterations (each copy is
+// cleared and summed once) and the copies fit in 256 MiB; otherwise the adds
+// stay atomic. Contiguous views only: the copy is addressed with the view's
+// own offsets. The copies live in scratch memory of the launching thread,
+// kept from one launch to the next, so that a launch allocates nothing once
+// the largest has run.
+template <class V>
+constexpr bool contiguous_view() {
+  if constexpr (requires(V& v) {
+                  typename V::value_type;
+                  v.data;
+                  v.grad;
+                  v.size();
+                } && !requires(V const& v, int& lo, int& hi) { v.narrow(lo, hi); }) {
+    return [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
+      return std::is_same_v<decltype(std::declval<V const&>().offset((void(Ks), 0)...)), std::int64_t>;
+    }(std::make_index_sequence<std::size_t(V::rank)>{});
+  } else {
+    return false;
+  }
+}
+
+template <class Plan, class Args>
+class private_scatter {
+ public:
+  static constexpr int params = int(Args::size);
+  static constexpr bool grad_buffer = Plan::private_buffer == ir::buffer::grad;
+  template <int I>
+  static constexpr bool candidate = [] {
+    using V = detail::tuple_element_t<std::size_t(I), Args>;
+    if constexpr (I >= 64 || !Plan::template privatizable<I> || !contiguous_view<V>())
+      return false;
+    else
+      return !grad_buffer || V::has_grad;
+  }();
+  static constexpr bool any = []<int... Is>(std::integer_sequence<int, Is...>) {
+    return (candidate<Is> || ...);
+  }(std::make_integer_sequence<int, params>{});
+
+  static constexpr std::int64_t budget_bytes = std::int64_t(256) << 20;
+
+  // Decides which candidates take copies for a launch of `iterations` on
+  // `threads` threads.
+  private_scatter(Args const& args, std::int64_t iterations, int threads) : threads_(threads) {
+    std::int64_t bytes = 0;
+    [&]<int... Is>(std::integer_sequence<int, Is...>) { (choose<Is>(args, iterations, bytes), ...); }(
+        std::make_integer_sequence<int, params>{});
+    if (active_ == 0) return;
+    scratch& mine = scratch_of_this_thread();
+    if (mine.bytes < bytes) {
+      mine.memory.reset(static_cast<unsigned char*>(::operator new[](std::size_t(bytes), std::align_val_t{64})));
+      mine.bytes = bytes;
+    }
+    if (mine.used.size() < std::size_t(threads)) mine.used.resize(std::size_t(threads));
+    std::fill(mine.used.begin(), mine.used.begin() + threads, char(0));
+    base_ = mine.memory.get();
+    used_ = mine.used.data();
+  }
+  unsigned long long active() const { return active_; }
+
+  // The arguments as thread `t` sees them: its copies in place of the
+  // buffers, cleared the first time it asks.
+  Args views_for(Args const& args, int t) {
+    Args views = args;
+    bool const first = !used_[t];
+    used_[t] = 1;
+    [&]<int... Is>(std::integer_sequence<int, Is...>) { (point<Is>(views, t, first), ...); }(
+        std::make_integer_sequence<int, params>{});
+    return views;
+  }
+
+  // Adds the copies of the threads that ran into the fields' buffers.
+  template <class Pool>
+  void sum_into(Args const& args, Pool& pool) const {
+    [&]<int... Is>(std::integer_sequence<int, Is...>) { (sum<Is>(args, pool), ...); }(
+        std::make_integer_sequence<int, params>{});
+  }
+
+ private:
+  template <int I>
+  using value_t = typename detail::tuple_element_t<std::size_t(I), Args>::value_type;
+
+  struct release_aligned {
+    void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  struct scratch {
+    std::unique_ptr<unsigned char[], release_aligned> memory;
+    std::int64_t bytes = 0;
+    std::vector<char> used;  // [thread]: ran a chunk (its copies are cleared)
+  };
+  static scratch& scratch_of_this_thread() {
+    static thread_local scratch s;
+    return s;
+  }
+
+  template <int I>
+  void choose(Args const& args, std::int64_t iterations, std::int64_t& bytes) {
+    if constexpr (candidate<I>) {
+      std::int64_t const n = detail::get<I>(args).size();
+      std::int64_t const need = n * threads_ * std::int64_t(sizeof(value_t<I>));
+      if (n > 0 && n <= iterations && bytes + need <= budget_bytes) {
+        offset_[I] = bytes;
+        bytes += (need + 63) / 64 * 64;
+        active_ |= 1ull << I;
+        elements_[I] = n;
+      }
+    }
+  }
+  template <int I>
+  value_t<I>* copy_of(int t) const {
+    return reinterpret_cast<value_t<I>*>(base_ + offset_[I]) + std::int64_t(t) * elements_[I];
+  }
+  template <int I>
+  void point(Args& views, int t, bool first) {
+    if constexpr (candidate<I>) {
+      if (!(active_ >> I & 1)) return;
+      value_t<I>* const mine = copy_of<I>(t);
+      if (first) std::fill(mine, mine + elements_[I], ::ctg::zero_of<value_t<I>>());
+      if constexpr (grad_buffer)
+        detail::get<I>(views).grad = mine;
+      else
+        detail::get<I>(views).data = mine;
+    }
+  }
+  template <int I, class Pool>
+  void sum(Args const& args, Pool& pool) const {
+    if constexpr (candidate<I>) {
+      if (!(active_ >> I & 1)) return;
+      value_t<I>* const target = grad_buffer ? detail::get<I>(args).grad : detail::get<I>(args).data;
+      pool.parallel_for(elements_[I], [&](std::int64_t b, std::int64_t e) {
+        for (int t = 0; t < threads_; ++t) {
+          if (!used_[t]) continue;
+          value_t<I> const* const mine = copy_of<I>(t);
+          for (std::int64_t k = b; k < e; ++k) target[k] = target[k] + mine[k];
+        }
+      });
+    }
+  }
+
+  int threads_;
+  unsigned long long active_ = 0;
+  std::int64_t elements_[params > 0 ? params : 1] = {};
+  std::int64_t offset_[params > 0 ? params : 1] = {};  // bytes into the scratch memory
+  unsigned char* base_ = nullptr;
+  char* used_ = nullptr;
 };
 
 // Runs one offload in one pass over the thread pool. `unsized` receives the
@@ -110,6 +275,21 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   auto& pool = thread_pool::instance();
   // Alone on the calling thread, accumulations need no atomics.
   bool const concurrent = !pool.runs_on_caller(p.count());
+  using scatter = private_scatter<typename decltype(p)::plan, Args>;
+  if constexpr (scatter::any) {
+    if (concurrent) {
+      scatter copies(args, p.count(), pool.size());
+      if (copies.active() != 0) {
+        pool.parallel_for(p.count(), [&](std::int64_t b, std::int64_t e) {
+          auto const stack = p.make_stack();
+          Args const views = copies.views_for(args, thread_pool::thread_index());
+          p.run(views, copies.active(), b, e, concurrent, stack.get());
+        });
+        if (!status.failed) copies.sum_into(args, pool);
+        return;
+      }
+    }
+  }
   pool.parallel_for(p.count(), [&](std::int64_t b, std::int64_t e) {
     auto const stack = p.make_stack();
     p.run(b, e, concurrent, stack.get());

@@ -49,6 +49,10 @@ namespace pool_detail {
 // launch: a launch started there runs on that thread alone (below).
 inline constinit thread_local bool inside_pool_launch = false;
 
+// The pool's number of the running thread: t for worker t, 0 for any other
+// thread (the caller of a launch runs as thread 0).
+inline constinit thread_local int worker_index = 0;
+
 // Wider than a cache line: some processors fetch lines in pairs.
 inline constexpr std::size_t pool_line = 128;
 
@@ -97,6 +101,9 @@ class basic_thread_pool {
   }
 
   int size() const { return threads_; }
+  // The number, in [0, size()), of the thread running a chunk of the current
+  // launch: what per-thread state of a launch is indexed by.
+  static int thread_index() { return pool_detail::worker_index; }
 
   // Whether parallel_for(n, ...) runs every chunk on the calling thread, so
   // that no other thread can run any of it: with one thread, in
@@ -278,6 +285,7 @@ class basic_thread_pool {
 
   void work(int t) {
     pool_detail::inside_pool_launch = true;
+    pool_detail::worker_index = t;
     for (;;) {
       std::uint64_t const w = slots_[std::size_t(t)].claim.load(std::memory_order_relaxed);
       if ((w & 0xffffffffu) != 0) {
