@@ -1,7 +1,7 @@
 // Scatters through index fields on more than one thread: a field the offload
 // only adds into (forward) or only reads (its gradient, reverse) goes to
-// per-thread copies summed after the loop (cpu::private_scatter) when it has
-// no more elements than the loop has iterations; otherwise the adds stay
+// per-thread copies summed after the loop (cpu::private_scatter) when the
+// copies hold at most four elements per iteration; otherwise the adds stay
 // atomic. Sums of small integers, exact in any order, against the scatter
 // written out by hand; the classification of each kernel is asserted.
 #include <doctest/doctest.h>
@@ -31,7 +31,7 @@ std::vector<int> spread_bins(int n, int bins) {
 
 TEST_CASE("forward: += and -= through an index field, per-thread copies and the atomic fallback") {
   int const n = 300007;
-  for (int bins : {1000, 2 * n}) {  // fewer elements than iterations: copies; more: atomics
+  for (int bins : {1000, 2 * n}) {  // few elements: copies; more than the iterations: atomics
     CAPTURE(bins);
     ctg::field<double, 1> w({n}, {.name = "w"}), hist({bins}, {.name = "hist"});
     ctg::field<int, 1> bin({n}, {.name = "bin"});

@@ -115,9 +115,9 @@ struct prepared_offload {
 // atomic adds as soon as two threads run, and two threads then run slower
 // than one. Instead each thread adds into a zeroed private copy of the
 // buffer, and the copies are summed into it after the loop. That pays when
-// the field has no more elements than the loop has iterations (each copy is
-// cleared and summed once) and the copies fit in 256 MiB; otherwise the adds
-// stay atomic. Contiguous views only: the copy is addressed with the view's
+// the copies together hold at most four elements per iteration (each is
+// cleared and summed once, a few cycles an element, where an atomic add is
+// tens) and fit in 256 MiB; otherwise the adds stay atomic. Contiguous views only: the copy is addressed with the view's
 // own offsets. The copies live in scratch memory of the launching thread,
 // kept from one launch to the next, so that a launch allocates nothing once
 // the largest has run.
@@ -215,7 +215,7 @@ class private_scatter {
     if constexpr (candidate<I>) {
       std::int64_t const n = detail::get<I>(args).size();
       std::int64_t const need = n * threads_ * std::int64_t(sizeof(value_t<I>));
-      if (n > 0 && n <= iterations && bytes + need <= budget_bytes) {
+      if (n > 0 && n * threads_ <= 4 * iterations && bytes + need <= budget_bytes) {
         offset_[I] = bytes;
         bytes += (need + 63) / 64 * 64;
         active_ |= 1ull << I;
