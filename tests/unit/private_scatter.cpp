@@ -131,3 +131,25 @@ TEST_CASE("a field read and added into in one offload is not copied") {
   using own = decltype(ownership_of(k.ir(acc, bin)));
   CHECK(!own::template only_accumulated<0>);
 }
+
+TEST_CASE("a field passed twice is not copied: the other parameter sees what is added") {
+  // Each element is added to by one iteration (perm is a permutation), and
+  // the same iteration then reads it through the second parameter.
+  int const n = 100003;
+  ctg::field<double, 1> a({n}, {.name = "a"}), out({n}, {.name = "out"});
+  ctg::field<int, 1> perm({n}, {.name = "perm"});
+  for (int i = 0; i < n; ++i) perm.at(i) = int((std::int64_t(i) * 7919) % n), a.at(i) = double(i % 10);
+  auto add_then_read = ctg::kernel<"add_then_read">([](auto a, auto b, auto out, auto perm) {
+    return ctg::range(perm.size(), [=](auto i) { return ctg::block(a[perm[i]] += 1.0, out[i] = b[perm[i]]); });
+  });
+  using own = decltype(ownership_of(add_then_read.ir(a, a, out, perm)));
+  CHECK(own::template only_accumulated<0>);
+  ad_test::thread_scope pool(4);
+  add_then_read(a, a, out, perm);
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) {
+    int const k = int((std::int64_t(i) * 7919) % n);
+    wrong += out.at(i) != double(k % 10) + 1.0 || a.at(k) != double(k % 10) + 1.0;
+  }
+  CHECK(wrong == 0);
+}

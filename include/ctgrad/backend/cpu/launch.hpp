@@ -117,10 +117,12 @@ struct prepared_offload {
 // buffer, and the copies are summed into it after the loop. That pays when
 // the copies together hold at most four elements per iteration (each is
 // cleared and summed once, a few cycles an element, where an atomic add is
-// tens) and fit in 256 MiB; otherwise the adds stay atomic. Contiguous views only: the copy is addressed with the view's
-// own offsets. The copies live in scratch memory of the launching thread,
-// kept from one launch to the next, so that a launch allocates nothing once
-// the largest has run.
+// tens) and fit in 256 MiB, and the field is not passed a second time (the
+// other parameter would see the field, not the copy); otherwise the adds
+// stay atomic. Contiguous views only: the copy is addressed with the view's
+// own offsets. The copies live in scratch memory of the launching thread
+// (scatter_scratch), kept from one launch to the next, so that a launch
+// allocates nothing once the largest has run.
 template <class V>
 constexpr bool contiguous_view() {
   if constexpr (requires(V& v) {
@@ -136,6 +138,30 @@ constexpr bool contiguous_view() {
     return false;
   }
 }
+
+// The launching thread's scratch memory for the copies, one block for every
+// kernel (a launch takes copies only when it runs on the pool, and nested
+// launches run inline, so no two launches of one thread hold it at once).
+struct scatter_scratch {
+  struct release_aligned {
+    void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<unsigned char[], release_aligned> memory;
+  std::int64_t bytes = 0;
+  std::vector<char> used;  // [thread]: ran a chunk (its copies are cleared)
+
+  static scatter_scratch& of_this_thread() {
+    static thread_local scatter_scratch s;
+    return s;
+  }
+  unsigned char* reserve(std::int64_t n) {
+    if (bytes < n) {
+      memory.reset(static_cast<unsigned char*>(::operator new[](std::size_t(n), std::align_val_t{64})));
+      bytes = n;
+    }
+    return memory.get();
+  }
+};
 
 template <class Plan, class Args>
 class private_scatter {
@@ -159,18 +185,14 @@ class private_scatter {
   // Decides which candidates take copies for a launch of `iterations` on
   // `threads` threads.
   private_scatter(Args const& args, std::int64_t iterations, int threads) : threads_(threads) {
-    std::int64_t bytes = 0;
-    [&]<int... Is>(std::integer_sequence<int, Is...>) { (choose<Is>(args, iterations, bytes), ...); }(
+    std::int64_t bytes = 0, elements = 0;
+    [&]<int... Is>(std::integer_sequence<int, Is...>) { (choose<Is>(args, iterations, bytes, elements), ...); }(
         std::make_integer_sequence<int, params>{});
     if (active_ == 0) return;
-    scratch& mine = scratch_of_this_thread();
-    if (mine.bytes < bytes) {
-      mine.memory.reset(static_cast<unsigned char*>(::operator new[](std::size_t(bytes), std::align_val_t{64})));
-      mine.bytes = bytes;
-    }
+    scatter_scratch& mine = scatter_scratch::of_this_thread();
+    base_ = mine.reserve(bytes);
     if (mine.used.size() < std::size_t(threads)) mine.used.resize(std::size_t(threads));
     std::fill(mine.used.begin(), mine.used.begin() + threads, char(0));
-    base_ = mine.memory.get();
     used_ = mine.used.data();
   }
   unsigned long long active() const { return active_; }
@@ -197,30 +219,60 @@ class private_scatter {
   template <int I>
   using value_t = typename detail::tuple_element_t<std::size_t(I), Args>::value_type;
 
-  struct release_aligned {
-    void operator()(unsigned char* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  struct scratch {
-    std::unique_ptr<unsigned char[], release_aligned> memory;
-    std::int64_t bytes = 0;
-    std::vector<char> used;  // [thread]: ran a chunk (its copies are cleared)
-  };
-  static scratch& scratch_of_this_thread() {
-    static thread_local scratch s;
-    return s;
+  // Byte ranges of every buffer of parameter J (none for arguments that
+  // are not views), to keep a field passed twice from being copied: the
+  // other parameter would read or add into the buffer, not the copy.
+  template <int J>
+  static bool overlaps(Args const& args, unsigned char const* lo, unsigned char const* hi) {
+    auto const& v = detail::get<J>(args);
+    using V = std::remove_cvref_t<decltype(v)>;
+    if constexpr (requires { v.data; v.grad; v.dual; v.size(); }) {
+      std::int64_t const span = std::int64_t(v.size()) * std::int64_t(sizeof(typename V::value_type));
+      auto meets = [&](auto const* p) {
+        auto const* b = reinterpret_cast<unsigned char const*>(p);
+        if (!b) return false;
+        // A view that is not contiguous spans an unknown range: its start decides.
+        return contiguous_view<V>() ? (b < hi && lo < b + span) : (b >= lo && b < hi);
+      };
+      return meets(v.data) || meets(v.grad) || meets(v.dual);
+    } else {
+      return false;
+    }
   }
 
   template <int I>
-  void choose(Args const& args, std::int64_t iterations, std::int64_t& bytes) {
+  void choose(Args const& args, std::int64_t iterations, std::int64_t& bytes, std::int64_t& elements) {
     if constexpr (candidate<I>) {
       std::int64_t const n = detail::get<I>(args).size();
       std::int64_t const need = n * threads_ * std::int64_t(sizeof(value_t<I>));
-      if (n > 0 && n * threads_ <= 4 * iterations && bytes + need <= budget_bytes) {
-        offset_[I] = bytes;
-        bytes += (need + 63) / 64 * 64;
-        active_ |= 1ull << I;
-        elements_[I] = n;
-      }
+      if (n <= 0 || (elements + n) * threads_ > 4 * iterations || bytes + need > budget_bytes) return;
+      auto const* target = reinterpret_cast<unsigned char const*>(grad_buffer ? detail::get<I>(args).grad
+                                                                               : detail::get<I>(args).data);
+      unsigned char const* const end = target + n * std::int64_t(sizeof(value_t<I>));
+      bool const shared = [&]<int... Js>(std::integer_sequence<int, Js...>) {
+        return ((Js != I && overlaps<Js>(args, target, end)) || ...);
+      }(std::make_integer_sequence<int, params>{});
+      if (shared) return;
+      offset_[I] = bytes;
+      bytes += (need + 63) / 64 * 64;
+      elements += n;
+      active_ |= 1ull << I;
+      elements_[I] = n;
+    }
+  }
+  // The copies start at -0: adding it leaves every value as it is, -0 included.
+  template <class T>
+  static T negative_zero() {
+    if constexpr (requires { T::Constant(typename T::Scalar(0)); }) {
+      using S = typename T::Scalar;
+      if constexpr (std::is_floating_point_v<S>)
+        return T::Constant(-S(0));
+      else
+        return T::Zero();
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return -T(0);
+    } else {
+      return T(0);
     }
   }
   template <int I>
@@ -232,7 +284,7 @@ class private_scatter {
     if constexpr (candidate<I>) {
       if (!(active_ >> I & 1)) return;
       value_t<I>* const mine = copy_of<I>(t);
-      if (first) std::fill(mine, mine + elements_[I], ::ctg::zero_of<value_t<I>>());
+      if (first) std::uninitialized_fill(mine, mine + elements_[I], negative_zero<value_t<I>>());
       if constexpr (grad_buffer)
         detail::get<I>(views).grad = mine;
       else
