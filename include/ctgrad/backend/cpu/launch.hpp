@@ -228,8 +228,8 @@ class private_scatter {
     using V = std::remove_cvref_t<decltype(v)>;
     if constexpr (requires { v.data; v.grad; v.dual; v.size(); }) {
       std::int64_t const span = std::int64_t(v.size()) * std::int64_t(sizeof(typename V::value_type));
-      auto meets = [&](auto const* p) {
-        auto const* b = reinterpret_cast<unsigned char const*>(p);
+      auto meets = [&](auto const& pointer) {  // a raw pointer, or a strided one that converts to it
+        auto const* b = reinterpret_cast<unsigned char const*>(static_cast<typename V::value_type const*>(pointer));
         if (!b) return false;
         // A view that is not contiguous spans an unknown range: its start decides.
         return contiguous_view<V>() ? (b < hi && lo < b + span) : (b >= lo && b < hi);
