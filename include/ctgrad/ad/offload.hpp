@@ -57,17 +57,16 @@ struct slot_ownership {
   }();
 
   // The chunk margin, in iterations of the row-major box [lo, hi) (Axes
-  // bounds each): the
-  // largest distance between two iterations that may touch a common element
-  // of a banded field, from the spread of the shifts' values (invariants,
-  // evaluated once in `host`, a frame holding the launch's arguments). 0 when
-  // no field is banded.
+  // bounds each): the largest distance between two iterations that may touch
+  // a common element of a banded field, from the spread of the shifts'
+  // values (invariants, evaluated once in `host`, a frame holding the
+  // launch's arguments). 0 when no field is banded.
   template <int Params, class Fr>
   static long long chunk_margin(Body const& body, Fr& host, int const* lo, int const* hi) {
     if constexpr (!any_banded<Params>) {
       return 0;
     } else {
-      spread<Params> s;
+      spread<Params> s{};
       collect(body, host, s);
       long long margin = 0, stride = 1;
       for (int a = Axes - 1; a >= 0; --a) {

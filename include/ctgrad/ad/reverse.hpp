@@ -273,8 +273,7 @@ struct reverse {
   template <int I, class Fr, class P>
   CTG_HOST_DEVICE static void accumulate_grad(Fr const& f, P* p, P const& g) {
     if constexpr (Fr::parallel && !Policy::template owned<I>) {
-      if (f.concurrent && (!Policy::template banded<I> || f.near_chunk_edge) &&
-          !(I < 64 && (f.private_params >> (I & 63) & 1))) {
+      if (f.add_may_race(Policy::template banded<I>, I)) {
         backend::atomic_add(p, g);
         return;
       }

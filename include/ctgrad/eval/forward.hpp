@@ -195,8 +195,7 @@ struct forward {
   CTG_HOST_DEVICE static void accumulate(Fr const& f, T* p, V const& v) {
     T const x = convert<T>(v);
     if constexpr (Fr::parallel && !Owned) {
-      if (f.concurrent && (!Banded || f.near_chunk_edge) &&
-          !(Param >= 0 && Param < 64 && (f.private_params >> (Param & 63) & 1))) {
+      if (f.add_may_race(Banded, Param)) {
         if constexpr (K == atomic_kind::add) backend::atomic_add(p, x);
         else if constexpr (K == atomic_kind::sub) backend::atomic_add(p, T(-x));
         else if constexpr (K == atomic_kind::min) backend::atomic_min(p, x);

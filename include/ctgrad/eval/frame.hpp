@@ -31,6 +31,15 @@ struct frame {
   unsigned long long private_params = 0;
   int idx[levels][axes];
   Locals locals;
+
+  // Whether an add into field parameter `param` (not owned by the
+  // iteration; `banded`: a banded field) may meet another thread's add to
+  // the same element, so that it must be atomic. The one place that reads
+  // the three flags above, for the forward and the reverse pass.
+  CTG_HOST_DEVICE bool add_may_race(bool banded, int param) const {
+    bool const private_copy = param >= 0 && param < 64 && (private_params >> param & 1) != 0;
+    return concurrent && (!banded || near_chunk_edge) && !private_copy;
+  }
 };
 
 }  // namespace ctg::eval

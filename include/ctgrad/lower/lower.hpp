@@ -413,26 +413,18 @@ struct binds_as_argument<node<Op, K...>> {
 };
 
 // Slot of each argument bound to a local (First, First + 1, ... in argument
-// order), or -1 for one passed as it is.
-template <int First, class... A>
-constexpr auto argument_slots() {
+// order), or -1 for one passed as it is; then the first slot after them.
+// Binding pays where a call runs per iteration (Binds); a call at the top
+// level of a kernel runs once, and a statement func there may hold the
+// kernel's parallel loop, which must stay at the top to be offloaded.
+template <bool Binds, int First, class... A>
+constexpr auto argument_slots(detail::tuple<A...> const*) {
   std::array<int, sizeof...(A) + 1> slots{};
   int next = First;
   [[maybe_unused]] std::size_t i = 0;
-  ((slots[i++] = binds_as_argument<A>::value ? next++ : -1), ...);
-  slots[sizeof...(A)] = next;  // the first slot after them
+  ((slots[i++] = Binds && binds_as_argument<A>::value ? next++ : -1), ...);
+  slots[sizeof...(A)] = next;
   return slots;
-}
-
-// Binding pays where a call runs per iteration; a call at the top level of a
-// kernel runs once, and a statement func there may hold the kernel's parallel
-// loop, which must stay at the top to be offloaded.
-template <bool Binds, int First, class... A>
-constexpr auto argument_slots_of(detail::tuple<A...> const*) {
-  if constexpr (Binds)
-    return argument_slots<First, A...>();
-  else
-    return argument_slots<First>();
 }
 
 // Positions of the bound arguments, in slot order.
@@ -457,15 +449,12 @@ constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
   auto r = lower_seq<Ctx>(p.args);
   using lowered_args = decltype(r.ir);
   constexpr int first = decltype(r)::next_slot;
-  constexpr auto slots = argument_slots_of<Ctx::binds_arguments && (Ctx::level > 0), first>(
+  constexpr auto slots = argument_slots<Ctx::binds_arguments && (Ctx::level > 0), first>(
       static_cast<lowered_args const*>(nullptr));
   constexpr std::size_t n_args = sizeof...(Args);
   constexpr int after_bound = slots[slots.size() - 1];
   auto body = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    if constexpr (after_bound == first)
-      return detail::apply(p.fn, r.ir);
-    else
-      return p.fn(argument_as_passed<slots[Is]>(detail::get<Is>(r.ir))...);
+    return p.fn(argument_as_passed<slots[Is]>(detail::get<Is>(r.ir))...);
   }(std::make_index_sequence<n_args>{});
   static_assert(dsl_operand<decltype(body)> || dsl_statement<decltype(body)>,
                 "CTG-EXPR-010 a func must return a statement or a value expression");
