@@ -47,6 +47,18 @@ struct map_data {
       }
     });
   }
+  // The value and the gradient in one pass.
+  void hand_value_and_gradient() {
+    parallel_for(map_n, [&](int64 b, int64 e) {
+      for (int64 i = b; i < e; ++i) {
+        float const g = gy[i];
+        gy[i] = 0.0f;
+        float const v = xs[i], s = std::sin(v);
+        ys[i] = s * v;
+        gx[i] += g * (std::cos(v) * v + s);
+      }
+    });
+  }
 };
 
 // ---- 1-D wave stencil: u[t+1][i] from u[t] and u[t-1], 200 steps over 16K cells ---------------
@@ -187,8 +199,10 @@ struct rec_data {
   }
   // Forward sweep keeping every v_j (the hand-written adstack, one buffer per
   // chunk), then v_{j+1} = sin(v_j) a + x b backwards:
-  // dx += g b, g <- g a cos(v_j).
-  void hand_adjoint() {
+  // dx += g b, g <- g a cos(v_j). StoreValue: also writes out[i] (a value
+  // and gradient in one pass).
+  template <bool StoreValue>
+  void hand_sweeps() {
     parallel_for(rec_n, [&](int64 lo, int64 hi) {
       std::vector<float> history(rec_iters);
       for (int64 i = lo; i < hi; ++i) {
@@ -198,6 +212,7 @@ struct rec_data {
           history[std::size_t(j)] = v;
           v = std::sin(v) * a + xb;
         }
+        if constexpr (StoreValue) os[i] = v;
         float g = go[i];
         go[i] = 0.0f;
         float dx = 0.0f;
@@ -209,6 +224,8 @@ struct rec_data {
       }
     });
   }
+  void hand_adjoint() { hand_sweeps<false>(); }
+  void hand_value_and_gradient() { hand_sweeps<true>(); }
 };
 
 
@@ -230,6 +247,8 @@ struct red_data {
     for (int i = 0; i < red_n; ++i) xs[i] = float(std::sin(0.37 * i));
   }
   void clear() { *ls = 0.0f; }
+  // Before a value and gradient: the loss sums from zero (its seed stays).
+  void reseed() { clear(); }
   // What one writes by hand: a private partial sum per chunk, one atomic add
   // per chunk.
   void hand_forward() {
@@ -251,6 +270,17 @@ struct red_data {
     float const g = *gl;
     parallel_for(red_n, [&](int64 b, int64 e) {
       for (int64 i = b; i < e; ++i) gx[i] += 2.0f * xs[i] * g;
+    });
+  }
+  void hand_value_and_gradient() {
+    float const g = *gl;
+    parallel_for(red_n, [&](int64 b, int64 e) {
+      float s = 0.0f;
+      for (int64 i = b; i < e; ++i) {
+        s += xs[i] * xs[i];
+        gx[i] += 2.0f * xs[i] * g;
+      }
+      bench::atomic_add(*ls, s);
     });
   }
 };

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "ad/fusion.hpp"
 #include "backend/cpu/launch.hpp"
 #include "backend/plan.hpp"
 #include "backend/race/launch.hpp"
@@ -219,6 +220,52 @@ class kernel_t {
         check_unchanged_since_forward(checks::findings.needed_params, args...);
         launch<backend::reverse_pass>(args...);
       }
+    }
+  }
+
+  // k(args...) followed by k.grad(args...): the values the kernel writes and
+  // the gradients its adjoint adds. In one sweep where that gives the same
+  // result (ad/fusion.hpp: the kernel reads none of the fields it writes,
+  // each stored field has one store, ...); otherwise the two launches.
+  template <class... A>
+  void value_and_grad(A const&... args) const {
+    if constexpr (misused<A...>) {
+      (void)sizeof(misuse_report_t<A...>);  // here, so that the error's notes stop at the launch
+    } else {
+      using checks = reverse_checks<A...>;
+      if constexpr (!checks::ok) {
+        (void)sizeof(typename first_diagnostic<Name, checks::findings, detail::type_list<A...>>::type);
+      } else {
+        if (detail::active_tape())
+          throw autodiff_error("CTG-TAPE-009 kernel '" + std::string(Name.view()) +
+                               "': value_and_grad under a ctg::tape runs the adjoint now, before the launches "
+                               "recorded after it. Fix: launch k(args...) on the tape and let tape.backward() "
+                               "run the adjoints, or call value_and_grad outside the tape");
+        if constexpr (fuses_value_and_gradient<A...>()) {
+          launch<backend::value_and_gradient_pass>(args...);
+          note_writes(checks::findings.written_params, args...);
+          remember_forward(checks::findings.needed_params, args...);
+        } else {
+          (*this)(args...);
+          grad(args...);
+        }
+      }
+    }
+  }
+
+  // Whether value_and_grad on arguments of these types runs one sweep.
+  template <class... A>
+  static constexpr bool fuses_value_and_gradient() {
+    if constexpr (options::race_check || !(is_field_v<A> || ...)) {
+      return false;
+    } else {
+      using checks = reverse_checks<A...>;
+      using bound_t = typename checks::args_t;
+      // An argument type that checks each pass itself (ctgrad/mpi) sees two passes.
+      constexpr bool hooked = requires(typename checks::kir_t const& kir, bound_t const& bound, A const&... args) {
+        ctg_launch_hook(Name.view(), true, kir, bound, args...);
+      };
+      return !hooked && ad::value_and_gradient_fusion<bound_t, typename checks::offloads_t>::valid;
     }
   }
 
@@ -487,19 +534,14 @@ class kernel_t {
   void run_forward(tape* t, std::size_t entry, std::vector<detail::launch_use> const& uses, A const&... args) const {
     launch<backend::forward_pass>(args...);
     constexpr bool differentiable = (detail::has_grad_arg<A> || ...) && !options::forward_only;
-    int i = 0;
-    unsigned long long const written = [] {
-      if constexpr (differentiable)
-        return reverse_checks<A...>::findings.written_params;
-      else
-        return written_params<A...>();
-    }();
-    auto mark = [&](auto const& a) {
-      if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((written & ir::param_bit(i)) != 0) a.note_write();
-      ++i;
-    };
-    (mark(args), ...);
+    note_writes(
+        [] {
+          if constexpr (differentiable)
+            return reverse_checks<A...>::findings.written_params;
+          else
+            return written_params<A...>();
+        }(),
+        args...);
     if constexpr (differentiable) {
       remember_forward(reverse_checks<A...>::findings.needed_params, args...);
       if (t) {
@@ -511,6 +553,18 @@ class kernel_t {
     } else {
       if (t) t->end_launch(entry, uses, {});
     }
+  }
+
+  // Marks the fields a launch wrote (their versions, for tapes and k.grad).
+  template <class... A>
+  static void note_writes(unsigned long long written, A const&... args) {
+    int i = 0;
+    auto mark = [&](auto const& a) {
+      if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
+        if ((written & ir::param_bit(i)) != 0) a.note_write();
+      ++i;
+    };
+    (mark(args), ...);
   }
 
   // ---- k.grad called alone: the fields its adjoint reads are those the
@@ -608,7 +662,7 @@ class kernel_t {
     }
     constexpr int slots = decltype(kir)::slots;
     constexpr std::size_t count = decltype(kir.offloads)::size;
-    constexpr bool backwards = std::is_same_v<Pass, backend::reverse_pass>;
+    constexpr bool backwards = backend::runs_adjoint_v<Pass>;
     if constexpr (backwards && Checked) {
       check_aliasing(args...);
       check_at_launch<reverse_checks<A...>>(kir, space, args...);

@@ -312,6 +312,39 @@ inline void launch_errors(ctg::memory_space space) {
 #endif
 }
 
+// value_and_grad in one sweep: y = sin(x) x stored, loss += x^2 summed into
+// one element (per-thread partial sums of the values beside the seed).
+inline void value_and_gradient_in_one_sweep(ctg::memory_space space) {
+  int const n = elements_for(space, 1 << 20, 1 << 16);
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x", .space = space}), y({n}, {.name = "y", .space = space});
+  ctg::field<double, 0, ctg::grad> loss({}, {.name = "loss", .space = space});
+  std::vector<double> xs(n), seeds(n);
+  for (int i = 0; i < n; ++i) xs[i] = 0.001 * double(i % 3000) - 1.0, seeds[i] = 1.0 + double(i % 7);
+  x.copy_from(xs);
+  y.grad().copy_from(seeds);
+  loss.fill(0.5);
+  loss.grad().fill(-2.0);
+  auto k = ctg::kernel<"value_and_grad">([](auto x, auto y, auto loss) {
+    return ctg::range(x.size(), [=](auto i) { return ctg::block(y[i] = ctg::sin(x[i]) * x[i], loss() += x[i] * x[i]); });
+  });
+  constexpr bool one_sweep = decltype(k)::fuses_value_and_gradient<decltype(x), decltype(y), decltype(loss)>();
+  CHECK(one_sweep);
+  k.value_and_grad(x, y, loss);
+  std::vector<double> want_y(n), want_grad(n);
+  double want_loss = 0.5;
+  for (int i = 0; i < n; ++i) {
+    double const v = xs[i];
+    want_y[i] = std::sin(v) * v;
+    want_loss += v * v;
+    want_grad[i] = seeds[i] * (std::cos(v) * v + std::sin(v)) - 2.0 * 2.0 * v;
+  }
+  check_close(y.to_vector(), want_y, 1e-12);
+  CHECK(loss.to_vector()[0] == doctest::Approx(want_loss).epsilon(1e-10));
+  check_close(x.grad().to_vector(), want_grad, 1e-12);
+  check_close(y.grad().to_vector(), std::vector<double>(n, 0.0), 0);
+  check_close(loss.grad().to_vector(), std::vector<double>{-2.0}, 0);
+}
+
 // y = x^2, loss = sum y on a tape: backward() replays both adjoints, x.grad = 2 x.
 inline void tape_of_two_launches(ctg::memory_space space) {
   int const n = 256;
@@ -349,4 +382,5 @@ inline void tape_of_two_launches(ctg::memory_space space) {
   REGISTER(space, vector_elements_serial_offload_tangent, "vector elements, a serial offload and tangents")    \
   REGISTER(space, mass_spring_scatter, "mass-spring scatter with vector locals: forces and adjoint by hand")   \
   REGISTER(space, launch_errors, "errors: mixed memory spaces, indices out of range")                          \
-  REGISTER(space, tape_of_two_launches, "a tape records two launches and replays them")
+  REGISTER(space, tape_of_two_launches, "a tape records two launches and replays them")                        \
+  REGISTER(space, value_and_gradient_in_one_sweep, "value_and_grad: values and gradients in one sweep")

@@ -129,7 +129,10 @@ struct let_slots<op::let<S...>> {
 };
 
 // ---- the fixed points over one offload body ----------------------------------------------
-template <class Root, int N>
+// WithPrimal: the reverse sweep also writes the values the forward pass
+// writes (reverse_plan), so every value a store or an accumulation writes,
+// and where, is needed.
+template <class Root, int N, bool WithPrimal = false>
 struct offload_analysis {
   using act_rules = activity_rules<N>;
   template <class E>
@@ -243,7 +246,10 @@ struct offload_analysis {
       using L = detail::tuple_element_t<0, kids>;
       using R = detail::tuple_element_t<1, kids>;
       using A = typename written_access<L>::type;
-      if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
+      if constexpr (WithPrimal) {
+        mark_expr<L>(true, need);
+        mark_expr<R>(true, need);
+      } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
         // The reverse pass reads and clears the gradient at the written
         // element (so its indices are needed) and propagates into the rhs.
         mark_expr<L>(false, need);

@@ -125,11 +125,14 @@ struct slot_ownership {
   }
 };
 
-template <class Args, class Offload, int Slots>
+// WithPrimal: the reverse sweep also writes what the forward pass writes
+// (ad/fusion.hpp decides when that is valid), so one launch gives the values
+// and the gradients.
+template <class Args, class Offload, int Slots, bool WithPrimal = false>
 struct reverse_plan {
   using parts = ir::offload_traits<Offload>;
   using body = typename parts::body;
-  using analysis = offload_analysis<body, Slots>;
+  using analysis = offload_analysis<body, Slots, WithPrimal>;
   using policy = slot_ownership<body, parts::axes, parts::parallel>;
   using ownership = policy;
   static constexpr bool banded = policy::template any_banded<int(Args::size)>;
@@ -138,18 +141,23 @@ struct reverse_plan {
   template <int I>
   static constexpr bool privatizable = policy::template only_read<I>;
   static constexpr ir::buffer private_buffer = ir::buffer::grad;
-  using evaluator = reverse<analysis, policy>;
+  using evaluator = reverse<analysis, policy, WithPrimal>;
   using shape = eval::loop_shape<Offload>;
   using locals = typename eval::slot_storage<body, Slots>::type;
   using adjoints = typename adjoint_storage<locals>::type;
   // Fixed elements that the body only accumulates into (eval/reduction.hpp):
   // nothing in this offload's reverse pass writes their gradient, so each
-  // thread reads it once into its frame instead of once per iteration.
+  // thread reads it once into its frame instead of once per iteration (and,
+  // with the primal values, sums its additions to their values privately).
   using seeds = eval::privatized_t<body>;
   template <bool Parallel>
   using frame = std::conditional_t<
       Parallel && seeds::size != 0,
-      eval::reduction_frame<ad_frame<Args, locals, adjoints, shape::levels, shape::axes, true>, seeds>,
+      std::conditional_t<
+          WithPrimal,
+          eval::primal_reduction_frame<
+              eval::reduction_frame<ad_frame<Args, locals, adjoints, shape::levels, shape::axes, true>, seeds>>,
+          eval::reduction_frame<ad_frame<Args, locals, adjoints, shape::levels, shape::axes, true>, seeds>>,
       ad_frame<Args, locals, adjoints, shape::levels, shape::axes, Parallel>>;
   static constexpr stack_demand_info demand = stack_demand_of<evaluator, body>(parts::body_level);
   using capacity = capacity_walk<evaluator, locals, Args, shape::levels, shape::axes>;

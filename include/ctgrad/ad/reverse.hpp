@@ -98,7 +98,9 @@ struct access_paths<I, node<Op, K...>, std::index_sequence<P...>> {
 };
 
 
-template <class Analysis, class Policy>
+// WithPrimal: each store and accumulation also writes its value, when the
+// sweep reaches it (ad/fusion.hpp says when that equals the forward pass).
+template <class Analysis, class Policy, bool WithPrimal = false>
 struct reverse {
   using AN = Analysis;
   template <class E>
@@ -578,7 +580,20 @@ struct reverse {
   template <class Fr, class L, class E>
   CTG_HOST_DEVICE static void rev(node<op::store, L, E> const& n, Fr& f) {
     using A = typename written_access<L>::type;
-    if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
+    if constexpr (WithPrimal) {
+      // The rhs never reads the written field (ad/fusion.hpp): its value,
+      // the write, then the adjoint and the clearing, in any order.
+      auto const t = record<true>(kid<1>(n), f);
+      forward::write(kid<0>(n), t.value, f);
+      if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
+        auto* p = written_grad(kid<0>(n), f);
+        if (eval::missing(p)) return;
+        using P = std::remove_pointer_t<decltype(p)>;
+        P const g = *p;
+        *p = zero<P>();
+        if constexpr (active<E>) backprop(kid<1>(n), t, convert<value_t<E>>(g), f);
+      }
+    } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
       using P = std::remove_pointer_t<decltype(p)>;
@@ -644,7 +659,17 @@ struct reverse {
   template <class Fr, atomic_kind K, class L, class E>
   CTG_HOST_DEVICE static void rev(node<op::atomic<K>, L, E> const& n, Fr& f) {
     using A = typename written_access<L>::type;
-    // (min and max into a gradient field never launch: the checks report CTG-AD-008 first)
+    if constexpr (WithPrimal) {
+      auto const t = record<true>(kid<1>(n), f);
+      accumulate_value<K, L>(kid<0>(n), t.value, f);
+      adjoint_of_accumulation<K, A>(n, t, f);
+    } else if constexpr (A::op_type::has_grad && active<E>) {
+      adjoint_of_accumulation<K, A>(n, record<false>(kid<1>(n), f), f);
+    }
+  }
+  // (min and max into a gradient field never launch: the checks report CTG-AD-008 first)
+  template <atomic_kind K, class A, class Fr, class L, class E, class T>
+  CTG_HOST_DEVICE static void adjoint_of_accumulation(node<op::atomic<K>, L, E> const& n, T const& t, Fr& f) {
     if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal &&
                   (K == atomic_kind::add || K == atomic_kind::sub)) {
       if constexpr (active<E>) {
@@ -656,8 +681,20 @@ struct reverse {
           seed = *p;
         }
         P const g = K == atomic_kind::add ? seed : P(-seed);
-        backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        backprop(kid<1>(n), t, convert<value_t<E>>(g), f);
       }
+    }
+  }
+  // The forward pass's accumulation, into the thread's partial sum of a
+  // privatised element (eval::primal_reduction_frame) or into the field.
+  template <atomic_kind K, class L, class Fr, class V>
+  CTG_HOST_DEVICE static void accumulate_value(L const& lhs, V const& v, Fr& f) {
+    constexpr int slot = eval::partial_index<Fr, L>();
+    if constexpr (slot >= 0) {
+      forward::template add_to_partial<K, L>(detail::get<slot>(f.primal_partials), f.primal_used[slot], v);
+    } else {
+      constexpr int param = written_access<L>::type::op_type::param;
+      forward::template accumulate_at<K, Policy::template owned<param>, Policy::template banded<param>>(lhs, v, f);
     }
   }
 

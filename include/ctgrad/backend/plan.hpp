@@ -180,27 +180,42 @@ struct forward_pass {
 };
 struct tangent_pass : stateless_pass<ad::tangent_frame, ad::tangent> {};
 
-struct reverse_pass {
+// The adjoint; WithPrimal: it also writes the values the forward pass
+// writes (value_and_gradient_pass, ad/fusion.hpp).
+template <bool WithPrimal>
+struct adjoint_pass {
+  static constexpr bool runs_adjoint = true;
   template <class Args, class Offload, int Slots>
-  struct plan : ad::reverse_plan<Args, Offload, Slots> {
-    using base = ad::reverse_plan<Args, Offload, Slots>;
+  struct plan : ad::reverse_plan<Args, Offload, Slots, WithPrimal> {
+    using base = ad::reverse_plan<Args, Offload, Slots, WithPrimal>;
     static constexpr bool uses_stack = base::demand.uses_stack;
     // `stack`: the thread's first adstack word; `stride`: words between its
     // consecutive words; `capacity`: the thread's bytes (a multiple of 4).
     template <class Fr>
     CTG_HOST_DEVICE static void prepare(Fr& f, std::uint32_t* stack, long long stride, long long capacity) {
+      if constexpr (requires { f.primal_partials; }) {
+        ad::zero_all(f.primal_partials);
+        for (bool& u : f.primal_used) u = false;
+      }
+      restart(f, stack, stride, capacity);
+    }
+    // Also after an overflow, which leaves the iteration's adjoints half done.
+    template <class Fr>
+    CTG_HOST_DEVICE static void restart(Fr& f, std::uint32_t* stack, long long stride, long long capacity) {
       ad::zero_all(f.adj);
       base::evaluator::load_seeds(f);
       f.stack = ad::adstack{stack, stride, capacity / 4, 0, 0, -1};
     }
     template <class Fr>
-    CTG_HOST_DEVICE static void finish(Fr&) {}
+    CTG_HOST_DEVICE static void finish(Fr& f) {
+      if constexpr (requires { f.primal_partials; }) eval::forward::flush_sums(f, f.primal_partials, f.primal_used);
+    }
     template <class Body, class Fr>
     CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
       base::evaluator::run_body(body, f);
       if (f.stack.overflowed()) {
         report_overflow(f.status, f.stack.overflow_site, 4 * f.stack.high, 4 * f.stack.capacity);
-        prepare(f, f.stack.base, f.stack.stride, 4 * f.stack.capacity);
+        restart(f, f.stack.base, f.stack.stride, 4 * f.stack.capacity);
       }
     }
     // Bytes of adstack one thread needs (host side; reads the fields loop
@@ -219,5 +234,11 @@ struct reverse_pass {
     }
   };
 };
+using reverse_pass = adjoint_pass<false>;
+using value_and_gradient_pass = adjoint_pass<true>;
+
+// Whether a pass runs a kernel's offloads last to first.
+template <class Pass>
+inline constexpr bool runs_adjoint_v = requires { Pass::runs_adjoint; };
 
 }  // namespace ctg::backend

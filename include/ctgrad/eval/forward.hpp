@@ -211,13 +211,17 @@ struct forward {
   // Adds a thread's privatised partial sums to their elements, once.
   template <class Fr>
   CTG_HOST_DEVICE static void flush_partials(Fr& f) {
-    if constexpr (requires { typename Fr::reduction_dests; }) {
-      [&]<class... L>(detail::type_list<L...>*) {
-        ((f.used[partial_index<Fr, L>()] ? flush_partial(f, address(L{}, f), detail::get<partial_index<Fr, L>()>(f.partials))
-                                         : void()),
-         ...);
-      }(static_cast<typename Fr::reduction_dests*>(nullptr));
-    }
+    if constexpr (requires { typename Fr::reduction_dests; }) flush_sums(f, f.partials, f.used);
+  }
+  // The same for sums kept apart from `partials` (ad::reverse_plan with the
+  // primal values: its partials hold the gradients it reads).
+  template <class Fr, class Sums>
+  CTG_HOST_DEVICE static void flush_sums(Fr& f, Sums const& sums, bool const* used) {
+    [&]<class... L>(detail::type_list<L...>*) {
+      ((used[partial_index<Fr, L>()] ? flush_partial(f, address(L{}, f), detail::get<partial_index<Fr, L>()>(sums))
+                                     : void()),
+       ...);
+    }(static_cast<typename Fr::reduction_dests*>(nullptr));
   }
   template <class Fr, class T>
   CTG_HOST_DEVICE static void flush_partial(Fr const& f, T* p, T const& partial) {
@@ -225,21 +229,10 @@ struct forward {
     accumulate<atomic_kind::add>(f, p, partial);
   }
 
-  template <class Fr, atomic_kind K, class L, class E>
-  CTG_HOST_DEVICE static void eval(node<op::atomic<K>, L, E> const& n, Fr& f) {
-    auto const v = eval(kid<1>(n), f);
-    auto const& lhs = kid<0>(n);
-    if constexpr (constexpr int slot = partial_index<Fr, L>(); slot >= 0) {
-      // A privatised reduction (reduction.hpp): the thread's own partial sum.
-      using T = typename L::op_type::value_type;
-      auto& partial = detail::get<slot>(f.partials);
-      f.used[slot] = true;
-      if constexpr (K == atomic_kind::add)
-        partial = T(partial + convert<T>(v));
-      else
-        partial = T(partial - convert<T>(v));
-      return;
-    }
+  // Accumulates v into the element (or component) `lhs` writes.
+  template <atomic_kind K, bool Owned, bool Banded, class Fr, class L, class V>
+  CTG_HOST_DEVICE static void accumulate_at(L const& lhs, V const& v, Fr& f) {
+    constexpr int param = written_access<L>::type::op_type::param;
     if constexpr (std::is_same_v<typename L::op_type, op::component>) {
       auto* p = address(kid<0>(lhs), f);
       if (missing(p)) return;
@@ -249,14 +242,32 @@ struct forward {
         c = &p->coeffRef(eval(kid<1>(lhs), f));
       else
         c = &p->coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f));
-      constexpr int param = written_access<L>::type::op_type::param;
-      accumulate<K, owned_field<Fr, param>(), banded_field<Fr, param>(), param>(f, c, v);
+      accumulate<K, Owned, Banded, param>(f, c, v);
     } else {
       auto* p = address(lhs, f);
       if (missing(p)) return;
-      constexpr int param = written_access<L>::type::op_type::param;
-      accumulate<K, owned_field<Fr, param>(), banded_field<Fr, param>(), param>(f, p, v);
+      accumulate<K, Owned, Banded, param>(f, p, v);
     }
+  }
+
+  template <class Fr, atomic_kind K, class L, class E>
+  CTG_HOST_DEVICE static void eval(node<op::atomic<K>, L, E> const& n, Fr& f) {
+    auto const v = eval(kid<1>(n), f);
+    if constexpr (constexpr int slot = partial_index<Fr, L>(); slot >= 0) {
+      // A privatised reduction (reduction.hpp): the thread's own partial sum.
+      add_to_partial<K, L>(detail::get<slot>(f.partials), f.used[slot], v);
+    } else {
+      constexpr int param = written_access<L>::type::op_type::param;
+      accumulate_at<K, owned_field<Fr, param>(), banded_field<Fr, param>()>(kid<0>(n), v, f);
+    }
+  }
+  template <atomic_kind K, class L, class T, class V>
+  CTG_HOST_DEVICE static void add_to_partial(T& partial, bool& used, V const& v) {
+    used = true;
+    if constexpr (K == atomic_kind::add)
+      partial = T(partial + convert<T>(v));
+    else
+      partial = T(partial - convert<T>(v));
   }
 
   template <class Fr, int Site, int S, class T, class E>

@@ -113,6 +113,15 @@ struct reduction_frame<Base, detail::type_list<L...>> : Base {
   bool used[sizeof...(L)];
 };
 
+// A reverse-pass frame that also computes the values (ad::reverse_plan with
+// the primal values): `partials` hold the gradients of the privatised
+// elements, these the partial sums of their values.
+template <class Base>
+struct primal_reduction_frame : Base {
+  decltype(Base::partials) primal_partials;
+  bool primal_used[std::extent_v<decltype(Base::used)>];
+};
+
 // A frame that knows which fields every iteration touches only at elements
 // of its own (Ownership::owned<I>, ad::slot_ownership).
 template <class Base, class Ownership>
