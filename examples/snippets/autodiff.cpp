@@ -61,6 +61,21 @@ int main() {
   // [snippet end]
   check(a.grad().at() == 4.0 && b.grad().at() == 0.0 && total.grad().at() == 1.0, "store vs accumulate");
 
+  // [snippet: value-and-grad]
+  // A training step's loss and gradient: one sweep computes both.
+  ctg::field<double, 1, ctg::grad> params({4}, {.name = "params"});
+  ctg::field<double, 0, ctg::grad> fit({.name = "fit"});
+  params.copy_from(std::vector<double>{0.5, 1.0, 1.5, 2.0});
+  auto objective = ctg::kernel<"objective">([](auto p, auto fit) {
+    return ctg::range(p.size(), [=](auto i) { return fit() += (p[i] - 1.0) * (p[i] - 1.0); });
+  });
+  fit.at() = 0.0;
+  fit.grad().at() = 1.0;                  // d fit / d fit
+  objective.value_and_grad(params, fit);  // fit = sum (p - 1)^2 = 1.5,  params.grad() += 2 (p - 1)
+  // [snippet end]
+  check(close(fit.at(), 1.5) && close(params.grad().at(0), -1.0) && close(params.grad().at(3), 2.0), "value_and_grad");
+  static_assert(decltype(objective)::fuses_value_and_gradient<decltype(params), decltype(fit)>());
+
   // [snippet: fwd]
   // Forward mode: tangents flow from the inputs' .dual() into the outputs'.
   ctg::field<double, 1, ctg::dual> u({3}, {.name = "u"}), v({3}, {.name = "v"});
