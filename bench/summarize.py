@@ -78,6 +78,30 @@ def runtime_tables(out):
                "`hand_ratio_adjoint_over_forward`).\n")
 
 
+def gradient_table(out):
+    data = load("cpu_workloads.json")
+    if not data:
+        return
+    runs = {}
+    for b in data["benchmarks"]:
+        m = re.match(r"BM_(\w+?)_gradient/threads:(\d+)", b["name"])
+        if m:
+            runs[(m.group(1), int(m.group(2)))] = b
+    if not runs:
+        return
+    out.append("## Value and gradient\n")
+    out.append("| workload | threads | one sweep | ctgrad value_and_grad ms | / hand one pass | ctgrad k() + k.grad() / hand one pass |"
+               " hand two passes / hand one pass |")
+    out.append("|---|---:|---|---:|---:|---:|---:|")
+    for (w, t) in sorted(runs, key=lambda k: (["map", "recurrence", "reduction"].index(k[0])
+                                             if k[0] in ("map", "recurrence", "reduction") else 9, k[1])):
+        b = runs[(w, t)]
+        out.append(f"| {w} | {t} | {'yes' if b.get('one_sweep') else 'no'} | {fmt(b['real_time'])} |"
+                   f" {fmt(b.get('ratio_ctgrad_over_hand_gradient'))} | {fmt(b.get('ratio_two_launches_over_hand_gradient'))} |"
+                   f" {fmt(b.get('hand_ratio_two_passes_over_one'))} |")
+    out.append("")
+
+
 def adolc_table(out):
     data = load("cpu_adolc.json")
     if not data:
@@ -176,6 +200,7 @@ def instruction_table(out):
 def main():
     out = ["# Benchmark summary", "", "## Runtime (CPU)", ""]
     runtime_tables(out)
+    gradient_table(out)
     out += ["## ADOL-C", ""]
     adolc_table(out)
     out += ["## Heap allocations", ""]

@@ -1,6 +1,7 @@
 // ctg::kernel<"name">(lambda): a kernel object. k(args...) runs it forward.
 #pragma once
 #include <array>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -570,8 +571,26 @@ class kernel_t {
   // ---- k.grad called alone: the fields its adjoint reads are those the
   // forward launch left (compared by launches and whole-field host writes;
   // element writes through at() are detected on a tape).
+  // The buffers an adjoint reads, as (storage buffer, bulk version): the
+  // first eight inline, so that a launch allocates nothing for them.
+  struct buffer_versions {
+    using entry = std::pair<void const*, std::uint64_t>;
+    static constexpr std::size_t inline_capacity = 8;
+    std::array<entry, inline_capacity> first{};
+    std::vector<entry> rest;
+    std::size_t count = 0;
+    void push(void const* id, std::uint64_t version) {
+      if (count < inline_capacity)
+        first[count] = {id, version};
+      else
+        rest.emplace_back(id, version);
+      ++count;
+    }
+    entry const& operator[](std::size_t k) const { return k < inline_capacity ? first[k] : rest[k - inline_capacity]; }
+    std::size_t size() const { return count; }
+  };
   struct forward_record {
-    std::vector<std::pair<void const*, std::uint64_t>> buffers;  // (storage buffer, bulk version)
+    buffer_versions buffers;
   };
   static std::mutex& records_mutex() {
     static std::mutex m;
@@ -582,18 +601,18 @@ class kernel_t {
     return r;
   }
   template <class... A>
-  static std::vector<std::pair<void const*, std::uint64_t>> needed_buffers(unsigned long long needed, A const&... args) {
-    std::vector<std::pair<void const*, std::uint64_t>> out;
+  static buffer_versions needed_buffers(unsigned long long needed, A const&... args) {
+    buffer_versions out;
     int i = 0;
     auto one = [&](auto const& a) {
       if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((needed & ir::param_bit(i)) != 0) out.emplace_back(a.storage_id(), a.bulk_version());
+        if ((needed & ir::param_bit(i)) != 0) out.push(a.storage_id(), a.bulk_version());
       ++i;
     };
     (one(args), ...);
     return out;
   }
-  static bool same_buffers(forward_record const& r, std::vector<std::pair<void const*, std::uint64_t>> const& b) {
+  static bool same_buffers(forward_record const& r, buffer_versions const& b) {
     if (r.buffers.size() != b.size()) return false;
     for (std::size_t k = 0; k < b.size(); ++k)
       if (r.buffers[k].first != b[k].first) return false;

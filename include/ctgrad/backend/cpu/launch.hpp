@@ -40,10 +40,22 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
   f.concurrent = concurrent;
   f.private_params = private_params;
   Plan::prepare(f, stack, 1, capacity);
-  for (std::int64_t it = b; it < e; ++it) {
-    box.set(f, it);
-    if constexpr (Plan::banded) f.near_chunk_edge = it - b < margin || e - it <= margin;
-    Plan::iteration(body, f);
+  if constexpr (A == 1) {
+    // The loop index itself as the induction variable: an index computed
+    // from the iteration number (int(it), which may wrap) is not affine to
+    // the compiler, which then vectorises nothing.
+    int const first = box.lo[0] + int(b), last = box.lo[0] + int(e);
+    for (int i = first; i < last; ++i) {
+      f.idx[0][0] = i;
+      if constexpr (Plan::banded) f.near_chunk_edge = i - first < margin || last - i <= margin;
+      Plan::iteration(body, f);
+    }
+  } else {
+    for (std::int64_t it = b; it < e; ++it) {
+      box.set(f, it);
+      if constexpr (Plan::banded) f.near_chunk_edge = it - b < margin || e - it <= margin;
+      Plan::iteration(body, f);
+    }
   }
   Plan::finish(f);
 }
@@ -314,6 +326,44 @@ class private_scatter {
   char* used_ = nullptr;
 };
 
+// A chunk's adstack: memory its thread keeps from one launch to the next,
+// grown when a launch needs more, so that launches after the largest
+// allocate nothing. A launch that needs more than 64 MiB a thread gets memory
+// of its own, freed after it. Nothing a chunk runs launches a kernel, so one
+// block a thread is enough.
+class chunk_stack {
+ public:
+  explicit chunk_stack(long long bytes) {
+    if (bytes <= 0) return;
+    std::size_t const words = std::size_t(bytes / 4);
+    if (bytes > kept_limit) {
+      own_.reset(new std::uint32_t[words]);
+      data_ = own_.get();
+      return;
+    }
+    kept_block& kept = kept_memory();
+    if (kept.words < words) {
+      kept.memory.reset(new std::uint32_t[words]);
+      kept.words = words;
+    }
+    data_ = kept.memory.get();
+  }
+  std::uint32_t* get() const { return data_; }
+
+ private:
+  struct kept_block {
+    std::unique_ptr<std::uint32_t[]> memory;
+    std::size_t words = 0;
+  };
+  static kept_block& kept_memory() {
+    static thread_local kept_block kept;
+    return kept;
+  }
+  static constexpr long long kept_limit = 64ll << 20;
+  std::unique_ptr<std::uint32_t[]> own_;
+  std::uint32_t* data_ = nullptr;
+};
+
 // Runs one offload in one pass over the thread pool. `unsized` receives the
 // site of a loop whose adstack no launch can size.
 template <class Pass, int Slots, class Args, class S>
@@ -333,7 +383,7 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
       scatter copies(args, p.count(), pool.size());
       if (copies.active() != 0) {
         pool.parallel_for(p.count(), [&](std::int64_t b, std::int64_t e) {
-          auto const stack = p.make_stack();
+          chunk_stack const stack(p.capacity);
           Args const views = copies.views_for(args, thread_pool::thread_index());
           p.run(views, copies.active(), b, e, concurrent, stack.get());
         });
@@ -343,7 +393,7 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
     }
   }
   pool.parallel_for(p.count(), [&](std::int64_t b, std::int64_t e) {
-    auto const stack = p.make_stack();
+    chunk_stack const stack(p.capacity);
     p.run(b, e, concurrent, stack.get());
   });
 }
@@ -358,7 +408,7 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
     if (unsized) *unsized = site;
     return;
   }
-  std::unique_ptr<std::uint32_t[]> stack(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
+  chunk_stack const stack(capacity);
   run_serial<plan>(o.body, args, status, stack.get(), capacity);
 }
 
