@@ -118,11 +118,7 @@ int main(int argc, char** argv) {
       fwd = ours ? std::function<void()>([] { m::p2g(d.x, d.v, d.C, d.F, d.grid_v, d.grid_m, 0); }) : [] { d.hand_p2g(); };
       adj = ours ? std::function<void()>([] { m::p2g.grad(d.x, d.v, d.C, d.F, d.grid_v, d.grid_m, 0); })
                  : [] { d.hand_p2g_adjoint(); };
-      // p2g's adjoint reads the particles as p2g's forward launch saw them,
-      // and g2p has moved them since: launch p2g again first.
       setup = adjoint ? std::function<void()>([] {
-        d.clear_grid();
-        m::p2g(d.x, d.v, d.C, d.F, d.grid_v, d.grid_m, 0);
         d.reseed();
         d.hand_g2p_adjoint();
         d.hand_grid_op_adjoint();

@@ -7,6 +7,7 @@
 // memory space and the name are run-time values.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <concepts>
 #include <cstddef>
@@ -26,6 +27,7 @@
 #include <Eigen/Core>
 
 #include "config.hpp"
+#include "detail/rows.hpp"
 #include "element.hpp"
 #include "errors.hpp"
 #include "memory/copy_cache.hpp"
@@ -201,12 +203,23 @@ inline std::string describe_index(std::initializer_list<std::int64_t> idx) {
   return os.str();
 }
 
+// The stamp of a write: a process-wide count, so that writes to any buffer
+// can be ordered against a launch (k.grad compares them with its forward
+// launch's stamp).
+inline std::uint64_t next_write_stamp() {
+  static std::atomic<std::uint64_t> count{0};
+  return ++count;
+}
+
 // What has happened to one buffer of a field, for the tape and k.grad (see
 // tape.hpp). Every write bumps `version`: a kernel launch that writes the
 // buffer, a whole-field host operation (fill, copy_from, zero_*), an element
-// written through at(). `bulk_version` counts launches and whole-field
-// operations only: it is what k.grad, called alone, compares with the
-// forward launch (element access is checked on a tape).
+// written through at(). k.grad, called alone, asks whether launches and
+// whole-field operations wrote the rows its adjoint reads after the forward
+// launch (element access is checked on a tape): `bulk_stamp` is the stamp
+// of the last write to the whole buffer, `row_stamps` that of the last
+// launch that wrote only some rows of its first axis (fields of at most
+// max_tracked_rows rows; wider ones count every write as whole).
 //
 // at() on a non-const handle may be a read or a write: it only marks the
 // buffer touched. The next launch or tape operation settles the touch: when a
@@ -215,8 +228,11 @@ inline std::string describe_index(std::initializer_list<std::int64_t> idx) {
 // write.
 struct buffer_state {
   static constexpr std::uint64_t none = ~std::uint64_t(0);
+  static constexpr std::int64_t max_tracked_rows = 1 << 16;
   std::uint64_t version = 0;
-  std::uint64_t bulk_version = 0;
+  std::uint64_t bulk_stamp = 0;
+  std::vector<std::uint64_t> row_stamps;
+  std::uint64_t latest_row_stamp = 0;
   std::uint64_t watched = none;  // a version some live tape needs
   bool touched = false;
   std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
@@ -442,7 +458,35 @@ struct field_storage {
     b.touched = false;
     b.snapshot.clear();
     ++b.version;
-    if (bulk) ++b.bulk_version;
+    if (bulk) b.bulk_stamp = next_write_stamp();
+  }
+  // A launch wrote `rows` of the first axis (of `extent`) and nothing else.
+  void note_rows_write(int which, row_set const& rows, std::int64_t extent) {
+    buffer_state& b = state[which];
+    bool const tracked = !rows.all() && extent > 0 && extent <= buffer_state::max_tracked_rows;
+    bool in_range = tracked;
+    for (int k = 0; in_range && k < rows.count; ++k) in_range = rows.rows[k] >= 0 && rows.rows[k] < extent;
+    if (!in_range) return note_write(which);
+    b.touched = false;
+    b.snapshot.clear();
+    ++b.version;
+    if (b.row_stamps.size() != std::size_t(extent)) b.row_stamps.assign(std::size_t(extent), 0);
+    std::uint64_t const stamp = next_write_stamp();
+    for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;
+    b.latest_row_stamp = stamp;
+  }
+  // Whether a launch or a whole-buffer operation wrote any of `rows` after
+  // the write stamped `stamp`.
+  bool rows_written_after(int which, row_set const& rows, std::uint64_t stamp) const {
+    buffer_state const& b = state[which];
+    if (b.bulk_stamp > stamp) return true;
+    if (b.latest_row_stamp <= stamp) return false;
+    if (rows.all()) return true;
+    for (int k = 0; k < rows.count; ++k) {
+      std::size_t const r = std::size_t(rows.rows[k]);
+      if (rows.rows[k] < 0 || r >= b.row_stamps.size() || b.row_stamps[r] > stamp) return true;
+    }
+    return false;
   }
   void touch(int which) {
     buffer_state& b = state[which];
@@ -671,7 +715,18 @@ class field {
     settle();
     return owner_ ? owner_->state[which_].version : 0;
   }
-  std::uint64_t bulk_version() const { return owner_ ? owner_->state[which_].bulk_version : 0; }
+  // The same for a launch that wrote only `rows` of the first axis.
+  void note_rows_write(detail::row_set const& rows) const {
+    if constexpr (Rank == 0)
+      note_write();
+    else if (owner_)
+      owner_->note_rows_write(which_, rows, shape_[0]);
+  }
+  // Whether a launch or a whole-field operation wrote `rows` of the first
+  // axis after the write stamped `stamp` (detail::next_write_stamp).
+  bool rows_written_after(detail::row_set const& rows, std::uint64_t stamp) const {
+    return owner_ && owner_->rows_written_after(which_, rows, stamp);
+  }
   // The storage and which of its buffers this handle names (identity for the tape).
   std::shared_ptr<detail::field_storage> const& storage() const { return owner_; }
   int buffer_index() const { return which_; }

@@ -13,6 +13,7 @@
 #include "backend/cpu/launch.hpp"
 #include "backend/plan.hpp"
 #include "backend/race/launch.hpp"
+#include "eval/rows.hpp"
 #include "check/diagnostics.hpp"
 #if defined(__CUDACC__)
 #  include "backend/cuda/launch.hpp"
@@ -126,6 +127,13 @@ template <class L, class E>
 inline constexpr unsigned long long loaded_params_v<ir::node<ir::op::store, L, E>> =
     store_target_loads_v<L> | loaded_params_v<E>;
 
+// The rows of each field argument a launch reads and writes (eval/rows.hpp).
+template <std::size_t N>
+struct launch_rows {
+  row_set reads[N > 0 ? N : 1];
+  row_set writes[N > 0 ? N : 1];
+};
+
 }  // namespace detail
 
 template <class O>
@@ -219,7 +227,7 @@ class kernel_t {
         (void)sizeof(typename first_diagnostic<Name, checks::findings, detail::type_list<A...>>::type);
       } else {
         check_unchanged_since_forward(checks::findings.needed_params, args...);
-        launch<backend::reverse_pass>(args...);
+        (void)launch<backend::reverse_pass>(args...);
       }
     }
   }
@@ -243,8 +251,8 @@ class kernel_t {
                                "recorded after it. Fix: launch k(args...) on the tape and let tape.backward() "
                                "run the adjoints, or call value_and_grad outside the tape");
         if constexpr (fuses_value_and_gradient<A...>()) {
-          launch<backend::value_and_gradient_pass>(args...);
-          note_writes(checks::findings.written_params, args...);
+          auto const rows = launch<backend::value_and_gradient_pass>(args...);
+          note_writes(checks::findings.written_params, rows, args...);
           remember_forward(checks::findings.needed_params, args...);
         } else {
           (*this)(args...);
@@ -295,7 +303,7 @@ class kernel_t {
         (void)sizeof(typename first_diagnostic<Name, tangent_findings<decltype(kir_t::offloads)>,
                                                detail::type_list<A...>>::type);
       } else {
-        launch<backend::tangent_pass>(args...);
+        (void)launch<backend::tangent_pass>(args...);
       }
     }
   }
@@ -533,7 +541,7 @@ class kernel_t {
   // entry with the adjoint.
   template <class... A>
   void run_forward(tape* t, std::size_t entry, std::vector<detail::launch_use> const& uses, A const&... args) const {
-    launch<backend::forward_pass>(args...);
+    auto const rows = launch<backend::forward_pass>(args...);
     constexpr bool differentiable = (detail::has_grad_arg<A> || ...) && !options::forward_only;
     note_writes(
         [] {
@@ -542,13 +550,14 @@ class kernel_t {
           else
             return written_params<A...>();
         }(),
-        args...);
+        rows, args...);
     if constexpr (differentiable) {
       remember_forward(reverse_checks<A...>::findings.needed_params, args...);
       if (t) {
         (t->note_gradient_of(args), ...);
         t->end_launch(entry, uses, [self = *this, captured = std::make_tuple(args...)] {
-          std::apply([&](auto const&... a) { self.template launch<backend::reverse_pass, false>(a...); }, captured);
+          std::apply([&](auto const&... a) { (void)self.template launch<backend::reverse_pass, false>(a...); },
+                     captured);
         });
       }
     } else {
@@ -556,41 +565,70 @@ class kernel_t {
     }
   }
 
-  // Marks the fields a launch wrote (their versions, for tapes and k.grad).
+  // Marks the fields a launch wrote, and which rows (their versions and
+  // write stamps, for tapes and k.grad).
   template <class... A>
-  static void note_writes(unsigned long long written, A const&... args) {
+  static void note_writes(unsigned long long written, detail::launch_rows<sizeof...(A)> const& rows, A const&... args) {
     int i = 0;
     auto mark = [&](auto const& a) {
       if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((written & ir::param_bit(i)) != 0) a.note_write();
+        if ((written & ir::param_bit(i)) != 0) a.note_rows_write(rows.writes[i]);
       ++i;
     };
     (mark(args), ...);
   }
 
+  // The rows of each field a launch of this IR on these bound arguments
+  // reads and writes (eval/rows.hpp), offload by offload.
+  template <std::size_t N, class Kir, class Bound>
+  static detail::launch_rows<N> rows_of(Kir const& kir, Bound const& bound) {
+    detail::launch_rows<N> rows;
+    eval::launch_status status{};
+    [&]<class... O>(detail::tuple<O...> const& offloads) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        (rows_of_offload<Kir::slots>(detail::get<Is>(offloads), bound, status, rows), ...);
+      }(std::index_sequence_for<O...>{});
+    }(kir.offloads);
+    return rows;
+  }
+  template <int Slots, class O, class Bound, std::size_t N>
+  static void rows_of_offload(O const& o, Bound const& bound, eval::launch_status& status, detail::launch_rows<N>& rows) {
+    using plan = typename backend::forward_pass::template plan<Bound, O, Slots>;
+    typename plan::template frame<false> host;
+    host.args = &bound;
+    host.status = &status;
+    eval::row_walk<decltype(host)> walk{host, rows.reads, rows.writes};
+    if constexpr (requires { o.stmt; })
+      walk.visit(o.stmt);
+    else
+      walk.visit(o.body);
+  }
+
   // ---- k.grad called alone: the fields its adjoint reads are those the
   // forward launch left (compared by launches and whole-field host writes;
   // element writes through at() are detected on a tape).
-  // The buffers an adjoint reads, as (storage buffer, bulk version): the
-  // first eight inline, so that a launch allocates nothing for them.
-  struct buffer_versions {
-    using entry = std::pair<void const*, std::uint64_t>;
+  // The buffers an adjoint reads: the first eight inline, so that a launch
+  // allocates nothing for them.
+  struct buffer_list {
     static constexpr std::size_t inline_capacity = 8;
-    std::array<entry, inline_capacity> first{};
-    std::vector<entry> rest;
+    std::array<void const*, inline_capacity> first{};
+    std::vector<void const*> rest;
     std::size_t count = 0;
-    void push(void const* id, std::uint64_t version) {
+    void push(void const* id) {
       if (count < inline_capacity)
-        first[count] = {id, version};
+        first[count] = id;
       else
-        rest.emplace_back(id, version);
+        rest.push_back(id);
       ++count;
     }
-    entry const& operator[](std::size_t k) const { return k < inline_capacity ? first[k] : rest[k - inline_capacity]; }
+    void const* operator[](std::size_t k) const { return k < inline_capacity ? first[k] : rest[k - inline_capacity]; }
     std::size_t size() const { return count; }
   };
+  // A forward launch: the buffers its adjoint reads, and a write stamp
+  // (field.hpp) taken after the launch's own writes.
   struct forward_record {
-    buffer_versions buffers;
+    buffer_list buffers;
+    std::uint64_t stamp = 0;
   };
   static std::mutex& records_mutex() {
     static std::mutex m;
@@ -601,59 +639,64 @@ class kernel_t {
     return r;
   }
   template <class... A>
-  static buffer_versions needed_buffers(unsigned long long needed, A const&... args) {
-    buffer_versions out;
+  static buffer_list needed_buffers(unsigned long long needed, A const&... args) {
+    buffer_list out;
     int i = 0;
     auto one = [&](auto const& a) {
       if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((needed & ir::param_bit(i)) != 0) out.push(a.storage_id(), a.bulk_version());
+        if ((needed & ir::param_bit(i)) != 0) out.push(a.storage_id());
       ++i;
     };
     (one(args), ...);
     return out;
   }
-  static bool same_buffers(forward_record const& r, buffer_versions const& b) {
+  static bool same_buffers(forward_record const& r, buffer_list const& b) {
     if (r.buffers.size() != b.size()) return false;
     for (std::size_t k = 0; k < b.size(); ++k)
-      if (r.buffers[k].first != b[k].first) return false;
+      if (r.buffers[k] != b[k]) return false;
     return true;
   }
   template <class... A>
   static void remember_forward(unsigned long long needed, A const&... args) {
     if (needed == 0) return;
     auto now = needed_buffers(needed, args...);
+    std::uint64_t const stamp = detail::next_write_stamp();  // after the launch's own writes
     std::lock_guard lock(records_mutex());
     auto& rs = records();
     for (auto& r : rs)
       if (same_buffers(r, now)) {
-        r.buffers = std::move(now);
+        r.stamp = stamp;
         return;
       }
     if (rs.size() == 8) rs.erase(rs.begin());
-    rs.push_back({std::move(now)});
+    rs.push_back({std::move(now), stamp});
   }
+  // Throws CTG-TAPE-003 when a launch or a whole-field host operation wrote
+  // rows the adjoint reads (at this call's arguments) after the last forward
+  // launch on the same buffers: launches that wrote other rows (the next
+  // steps of a field indexed by the time step) do not count.
   template <class... A>
-  static void check_unchanged_since_forward(unsigned long long needed, A const&... args) {
+  void check_unchanged_since_forward(unsigned long long needed, A const&... args) const {
     if (needed == 0) return;
     auto const now = needed_buffers(needed, args...);
     std::lock_guard lock(records_mutex());
     for (auto const& r : records()) {
       if (!same_buffers(r, now)) continue;
-      for (std::size_t k = 0; k < now.size(); ++k) {
-        if (r.buffers[k].second == now[k].second) continue;
-        int p = 0, i = 0;
-        auto find = [&](auto const& a) {
-          if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-            if (a.storage_id() == now[k].first) p = i;
-          ++i;
-        };
-        (find(args), ...);
+      auto const rows = rows_of<sizeof...(A)>(ir(args...), bind(std::index_sequence_for<A...>{}, args...));
+      int i = 0, changed = -1;
+      auto one = [&](auto const& a) {
+        if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
+          if (changed < 0 && (needed & ir::param_bit(i)) != 0 && a.rows_written_after(rows.reads[i], r.stamp))
+            changed = i;
+        ++i;
+      };
+      (one(args), ...);
+      if (changed >= 0)
         throw autodiff_error("CTG-TAPE-003 kernel '" + std::string(Name.view()) + "': " +
-                             detail::describe_param(p, args...) +
+                             detail::describe_param(changed, args...) +
                              " changed since the forward launch (a launch or a host write), and the adjoint reads "
                              "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
                              "keeps the values each adjoint needs");
-      }
       return;
     }
   }
@@ -662,8 +705,10 @@ class kernel_t {
   // adjoint (each offload's adjoint reads the gradients the later ones left).
   // Checked: run the launch-time half of the checks before an adjoint (a
   // tape ran it when it recorded the launch).
+  // Returns the rows each field's accesses touch (eval/rows.hpp), for the
+  // passes that write values; empty for the others.
   template <class Pass, bool Checked = true, class... A>
-  void launch(A const&... args) const {
+  detail::launch_rows<sizeof...(A)> launch(A const&... args) const {
     memory_space const space = detail::launch_space(Name.view(), args...);
     auto kir = ir(args...);
     auto bound = bind(std::index_sequence_for<A...>{}, args...);
@@ -691,6 +736,10 @@ class kernel_t {
                             bound, space, args...),
        ...);
     }(std::make_index_sequence<count>{});
+    if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass>)
+      return rows_of<sizeof...(A)>(kir, bound);
+    else
+      return {};
   }
 
   template <class Pass, int Slots, class Offload, class Bound, class... A>

@@ -1,0 +1,63 @@
+// The rows (indices of the first axis) of each field a launch reads and
+// writes, from its lowered IR: an access whose first index is invariant
+// (analysis/invariance.hpp) touches the row that index evaluates to, once,
+// at the launch; any other access, every row. Stores and accumulations
+// write their target's row; every other access reads.
+#pragma once
+#include "../analysis/invariance.hpp"
+#include "../detail/rows.hpp"
+#include "forward.hpp"
+
+namespace ctg::eval {
+
+// Walks lowered statements with `host`, a frame whose arguments are the
+// launch's (invariant expressions read nothing else).
+template <class Fr>
+struct row_walk {
+  Fr& host;
+  detail::row_set* reads;
+  detail::row_set* writes;
+
+  template <class Op, class... K>
+  void visit(node<Op, K...> const& n) {
+    if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
+      target(kid<0>(n));
+      visit(kid<1>(n));
+    } else {
+      if constexpr (is_access_op<Op>) first_row(n, reads[Op::param]);
+      visit_kids(n);
+    }
+  }
+
+ private:
+  template <class Op, class... K>
+  void visit_kids(node<Op, K...> const& n) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) { (visit(detail::get<Is>(n.kids)), ...); }(
+        std::index_sequence_for<K...>{});
+  }
+  template <class Op, class... K>
+  void target(node<Op, K...> const& lhs) {
+    if constexpr (is_access_op<Op>) {
+      first_row(lhs, writes[Op::param]);
+      visit_kids(lhs);
+    } else {  // a component of an element: the element's row, the component's indices read
+      target(kid<0>(lhs));
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) { (visit(detail::get<Is + 1>(lhs.kids)), ...); }(
+          std::make_index_sequence<sizeof...(K) - 1>{});
+    }
+  }
+  template <class Op, class... K>
+  void first_row(node<Op, K...> const& access, detail::row_set& rows) {
+    if constexpr (sizeof...(K) == 0) {
+      rows.add_all();
+    } else {
+      using first = std::remove_cvref_t<decltype(kid<0>(access))>;
+      if constexpr (analysis::invariant_v<first>)
+        rows.add(int(forward::eval(kid<0>(access), host)));
+      else
+        rows.add_all();
+    }
+  }
+};
+
+}  // namespace ctg::eval
