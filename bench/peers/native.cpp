@@ -47,8 +47,8 @@ array ints(std::string name, std::vector<std::int64_t> shape, std::int32_t const
 struct workload {
   virtual ~workload() = default;
   virtual void clear() = 0;  // gradient buffers, seeds, accumulated outputs
-  virtual void ours() = 0;   // ctgrad forward + adjoint
-  virtual void hand() = 0;   // hand-written forward + adjoint
+  virtual void ours() = 0;   // ctgrad value and gradient
+  virtual void hand() = 0;   // hand-written value and gradient
   virtual std::vector<array> gradient() = 0;
   std::vector<array> inputs;
   std::string scalars;  // JSON object
@@ -66,14 +66,9 @@ struct map_workload final : workload {
     d.x.zero_grad();
     d.reseed();
   }
-  void ours() override {
-    bench::map_kernel(d.x, d.y);
-    bench::map_kernel.grad(d.x, d.y);
-  }
-  void hand() override {
-    d.hand_forward();
-    d.hand_adjoint();
-  }
+  // Each side's fastest way: one sweep for the value and the gradient.
+  void ours() override { bench::map_kernel.value_and_grad(d.x, d.y); }
+  void hand() override { d.hand_value_and_gradient(); }
   std::vector<array> gradient() override { return {floats("x", {bench::basic::map_n}, d.gx)}; }
 };
 
@@ -142,14 +137,8 @@ struct recurrence_workload final : workload {
     d.x.zero_grad();
     d.reseed();
   }
-  void ours() override {
-    d.ours_forward();
-    d.ours_adjoint();
-  }
-  void hand() override {
-    d.hand_forward();
-    d.hand_adjoint();
-  }
+  void ours() override { bench::basic::rec_kernel.value_and_grad(d.x, d.out, bench::basic::rec_iters, d.a, d.b); }
+  void hand() override { d.hand_value_and_gradient(); }
   std::vector<array> gradient() override { return {floats("x", {bench::basic::rec_n}, d.gx)}; }
 };
 

@@ -131,8 +131,9 @@ def table(context, reports, results):
         f"C++: {context['cpp'].get('compiler', '?')}, `{context['cpp'].get('flags', '?')}`, "
         f"{context['cpp'].get('threads', '?')} thread; Python {context['python']}, NumPy {context['numpy']}.",
         "",
-        "Ratio of each system's gradient time (clear the gradients, forward, adjoint) to the hand-written C++ "
-        "gradient on the same data, median over repetitions in which all ran alternately in one process; "
+        "Ratio of each system's gradient time (clear the gradients, then the value and the gradient) to the "
+        "hand-written C++ gradient on the same data (one loop for the value and the gradient of the map and the "
+        "recurrence, forward then adjoint for the others), median over repetitions in which all ran alternately in one process; "
         "CPU time of the whole process first, wall time in parentheses. Below 1: faster than the hand-written code.",
         "",
         "| workload | size | hand-written ms | " + " | ".join(systems) + " |",
