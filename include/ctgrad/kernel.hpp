@@ -579,16 +579,23 @@ class kernel_t {
   }
 
   // The rows of each field a launch of this IR on these bound arguments
-  // reads and writes (eval/rows.hpp), offload by offload.
-  template <std::size_t N, class Kir, class Bound>
-  static detail::launch_rows<N> rows_of(Kir const& kir, Bound const& bound) {
+  // reads and writes (eval/rows.hpp), offload by offload. All rows when an
+  // argument type checks each pass itself (ctgrad/mpi): a decomposed
+  // field's kernels index the global grid, not the block it holds.
+  template <class Kir, class Bound, class... A>
+  static detail::launch_rows<sizeof...(A)> rows_of(Kir const& kir, Bound const& bound, A const&... args) {
+    constexpr std::size_t N = sizeof...(A);
     detail::launch_rows<N> rows;
-    eval::launch_status status{};
-    [&]<class... O>(detail::tuple<O...> const& offloads) {
-      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        (rows_of_offload<Kir::slots>(detail::get<Is>(offloads), bound, status, rows), ...);
-      }(std::index_sequence_for<O...>{});
-    }(kir.offloads);
+    if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); }) {
+      for (std::size_t i = 0; i < N; ++i) rows.reads[i].add_all(), rows.writes[i].add_all();
+    } else {
+      eval::launch_status status{};
+      [&]<class... O>(detail::tuple<O...> const& offloads) {
+        [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+          (rows_of_offload<Kir::slots>(detail::get<Is>(offloads), bound, status, rows), ...);
+        }(std::index_sequence_for<O...>{});
+      }(kir.offloads);
+    }
     return rows;
   }
   template <int Slots, class O, class Bound, std::size_t N>
@@ -682,7 +689,7 @@ class kernel_t {
     std::lock_guard lock(records_mutex());
     for (auto const& r : records()) {
       if (!same_buffers(r, now)) continue;
-      auto const rows = rows_of<sizeof...(A)>(ir(args...), bind(std::index_sequence_for<A...>{}, args...));
+      auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
       int i = 0, changed = -1;
       auto one = [&](auto const& a) {
         if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
@@ -737,7 +744,7 @@ class kernel_t {
        ...);
     }(std::make_index_sequence<count>{});
     if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass>)
-      return rows_of<sizeof...(A)>(kir, bound);
+      return rows_of(kir, bound, args...);
     else
       return {};
   }
