@@ -281,3 +281,109 @@ TEST_CASE("value_and_grad: values the gradient does not need are computed too (l
     CHECK(wrong == 0);
   }
 }
+
+namespace {
+
+// Runs `k` both ways on copies of the same fields (values and gradient
+// seeds) and compares every buffer: value_and_grad in one sweep against the
+// forward launch then the adjoint, which the other tests check against
+// closed forms.
+template <class T, int R, ctg::flags F>
+ctg::field<T, R, F> copy_of(ctg::field<T, R, F> const& f) {
+  auto out = f.clone(ctg::host);
+  if constexpr (ctg::has_flag(F, ctg::flags::grad)) out.grad().copy_from(f.grad());
+  return out;
+}
+template <class T, int R, ctg::flags F>
+int differences(ctg::field<T, R, F> const& a, ctg::field<T, R, F> const& b) {
+  auto close = [](auto const& x, auto const& y) {
+    if constexpr (std::is_floating_point_v<std::remove_cvref_t<decltype(x)>>)
+      return std::abs(x - y) <= 1e-12 * (1.0 + std::abs(y));
+    else if constexpr (std::is_integral_v<std::remove_cvref_t<decltype(x)>>)
+      return x == y;
+    else
+      return (x - y).norm() <= 1e-12 * (1.0 + y.norm());
+  };
+  int wrong = 0;
+  auto const va = a.to_vector(), vb = b.to_vector();
+  for (std::size_t k = 0; k < va.size(); ++k) wrong += !close(va[k], vb[k]);
+  if constexpr (ctg::has_flag(F, ctg::flags::grad)) {
+    auto const ga = a.grad().to_vector(), gb = b.grad().to_vector();
+    for (std::size_t k = 0; k < ga.size(); ++k) wrong += !close(ga[k], gb[k]);
+  }
+  return wrong;
+}
+template <class K, class... Fs>
+void both_ways(K const& k, Fs const&... fields) {
+  CHECK(K::template fuses_value_and_gradient<Fs...>());
+  auto one = std::make_tuple(copy_of(fields)...);
+  auto two = std::make_tuple(copy_of(fields)...);
+  std::apply([&](auto const&... f) { k.value_and_grad(f...); }, one);
+  std::apply([&](auto const&... f) { k(f...), k.grad(f...); }, two);
+  int wrong = 0;
+  [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    ((wrong += differences(std::get<Is>(one), std::get<Is>(two))), ...);
+  }(std::index_sequence_for<Fs...>{});
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("value_and_grad: one sweep equals the two launches on while_, static_range, funcs, vectors, ndrange") {
+  int const n = 301;
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"}), z({n}, {.name = "z"});
+  ctg::field<double, 2, ctg::grad> m({n, 3}, {.name = "m"}), out2({n, 3}, {.name = "out2"});
+  ctg::field<Eigen::Vector3d, 1, ctg::grad> p({n}, {.name = "p"}), q({n}, {.name = "q"});
+  ctg::field<double, 0, ctg::grad> loss({.name = "loss"});
+  ctg::field<double, 0> top({.name = "top"});
+  ctg::field<int, 1> steps({n}, {.name = "steps"});
+  for (int i = 0; i < n; ++i) {
+    x.at(i) = x_at(i), y.grad().at(i) = seed_at(i), z.grad().at(i) = -seed_at(i);
+    p.at(i) = Eigen::Vector3d(x_at(i), 0.5, -x_at(i));
+    q.grad().at(i) = Eigen::Vector3d(seed_at(i), 1.0, 0.25);
+    for (int j = 0; j < 3; ++j) m.at(i, j) = 0.1 * (i % 7) - 0.2 * j, out2.grad().at(i, j) = seed_at(i + j);
+  }
+  loss.grad().at() = 0.75;
+  top.at() = -1e300;
+  auto squash = ctg::func<"squash">([](auto v) { return v / (1.0 + v * v); });
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    ad_test::thread_scope pool(threads);
+    // A while_ whose trip count depends on the element (the adstack; v
+    // grows by at least 0.075 a trip, so at most 64 trips), a select, a
+    // func, and a max into a field without gradient.
+    both_ways(ctg::kernel<"grow", ctg::adstack_capacity<64>>([=](auto x, auto y, auto top, auto steps) {
+                return ctg::range(x.size(), [=](auto i) {
+                  return ctg::let(ctg::abs(x[i]) + 0.5, 0, [=](auto v, auto k) {
+                    return ctg::block(ctg::while_(v < 4.0, ctg::block(v = v * 1.3 + 0.1 + 0.05 * squash(x[i]), k = k + 1)),
+                                      y[i] = ctg::select(x[i] > 0.0, v * x[i], v), steps[i] = k,
+                                      ctg::atomic_max(top(), v));
+                  });
+                });
+              }),
+              x, y, top, steps);
+    // static_range, a serial offload and a parallel one with their own outputs.
+    both_ways(ctg::kernel<"unrolled">([](auto x, auto z, auto loss) {
+                return ctg::block(loss() += x[0_c] * x[1_c], ctg::range(x.size(), [=](auto i) {
+                                    return ctg::let(x[i], [=](auto v) {
+                                      return ctg::block(ctg::static_range<3>([=](auto) { return v = ctg::sin(v) + x[i]; }),
+                                                        z[i] = v * v);
+                                    });
+                                  }));
+              }),
+              x, z, loss);
+    // Sums into one element of a field with a gradient and of one without
+    // (whose seed the adjoint must not read: it has no gradient buffer).
+    both_ways(ctg::kernel<"sums">([](auto x, auto loss, auto steps) {
+                return ctg::range(x.size(), [=](auto i) { return ctg::block(loss() -= ctg::exp(x[i]), steps(2_c) += 1); });
+              }),
+              x, loss, steps);
+    // Vector elements, and a 2-D ndrange with a sum over the row.
+    both_ways(ctg::kernel<"vectors">([](auto p, auto q, auto m, auto out2) {
+                return ctg::block(ctg::range(p.size(), [=](auto i) { return q[i] = p[i] * ctg::norm(p[i]) + ctg::vec(1.0, 2.0, 3.0); }),
+                                  ctg::ndrange(m.shape(0_c), m.shape(1_c),
+                                               [=](auto i, auto j) { return out2(i, j) = ctg::exp(m(i, j)) * p[i][1_c]; }));
+              }),
+              p, q, m, out2);
+  }
+}

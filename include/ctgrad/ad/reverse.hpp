@@ -546,15 +546,21 @@ struct reverse {
   template <class L, class Fr>
   CTG_HOST_DEVICE static void load_seed(Fr& f) {
     constexpr int slot = eval::partial_index<Fr, L>();
-    auto const& view = detail::get<L::op_type::param>(*f.args);
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      // The indices are compile-time constants (eval/reduction.hpp).
-      bool const ok = view.in_bounds(forward::eval(detail::get<Is>(L{}.kids), f)...);
-      f.used[slot] = ok;
-      using T = typename L::op_type::value_type;
-      detail::get<slot>(f.partials) =
-          ok ? view.grad[view.offset(forward::eval(detail::get<Is>(L{}.kids), f)...)] : zero_of<T>();
-    }(std::make_index_sequence<L::arity>{});
+    using T = typename L::op_type::value_type;
+    if constexpr (!L::op_type::has_grad) {
+      // A sum into a field without gradient: no buffer to read.
+      f.used[slot] = false;
+      detail::get<slot>(f.partials) = zero_of<T>();
+    } else {
+      auto const& view = detail::get<L::op_type::param>(*f.args);
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        // The indices are compile-time constants (eval/reduction.hpp).
+        bool const ok = view.in_bounds(forward::eval(detail::get<Is>(L{}.kids), f)...);
+        f.used[slot] = ok;
+        detail::get<slot>(f.partials) =
+            ok ? view.grad[view.offset(forward::eval(detail::get<Is>(L{}.kids), f)...)] : zero_of<T>();
+      }(std::make_index_sequence<L::arity>{});
+    }
   }
 
   // The gradient element a store or atomic writes (null when out of range).
