@@ -466,10 +466,8 @@ struct field_storage {
     bool const tracked = !rows.all() && extent > 0 && extent <= buffer_state::max_tracked_rows;
     bool in_range = tracked;
     for (int k = 0; in_range && k < rows.count; ++k) in_range = rows.rows[k] >= 0 && rows.rows[k] < extent;
-    if (!in_range) return note_write(which);
-    b.touched = false;
-    b.snapshot.clear();
-    ++b.version;
+    note_write(which, !in_range);
+    if (!in_range) return;
     if (b.row_stamps.size() != std::size_t(extent)) b.row_stamps.assign(std::size_t(extent), 0);
     std::uint64_t const stamp = next_write_stamp();
     for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;

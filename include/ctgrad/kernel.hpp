@@ -238,26 +238,22 @@ class kernel_t {
   // each stored field has one store, ...); otherwise the two launches.
   template <class... A>
   void value_and_grad(A const&... args) const {
-    if constexpr (misused<A...>) {
-      (void)sizeof(misuse_report_t<A...>);  // here, so that the error's notes stop at the launch
+    if constexpr (!reverse_ready<A...>) {
+      grad(args...);  // reports the kernel's mistake or its first finding, as k.grad does
     } else {
-      using checks = reverse_checks<A...>;
-      if constexpr (!checks::ok) {
-        (void)sizeof(typename first_diagnostic<Name, checks::findings, detail::type_list<A...>>::type);
+      if (detail::active_tape())
+        throw autodiff_error("CTG-TAPE-009 kernel '" + std::string(Name.view()) +
+                             "': value_and_grad under a ctg::tape runs the adjoint now, before the launches "
+                             "recorded after it. Fix: launch k(args...) on the tape and let tape.backward() "
+                             "run the adjoints, or call value_and_grad outside the tape");
+      if constexpr (fuses_value_and_gradient<A...>()) {
+        using checks = reverse_checks<A...>;
+        auto const rows = launch<backend::value_and_gradient_pass>(args...);
+        note_writes(checks::findings.written_params, rows, args...);
+        remember_forward(checks::findings.needed_params, args...);
       } else {
-        if (detail::active_tape())
-          throw autodiff_error("CTG-TAPE-009 kernel '" + std::string(Name.view()) +
-                               "': value_and_grad under a ctg::tape runs the adjoint now, before the launches "
-                               "recorded after it. Fix: launch k(args...) on the tape and let tape.backward() "
-                               "run the adjoints, or call value_and_grad outside the tape");
-        if constexpr (fuses_value_and_gradient<A...>()) {
-          auto const rows = launch<backend::value_and_gradient_pass>(args...);
-          note_writes(checks::findings.written_params, rows, args...);
-          remember_forward(checks::findings.needed_params, args...);
-        } else {
-          (*this)(args...);
-          grad(args...);
-        }
+        (*this)(args...);
+        grad(args...);
       }
     }
   }
@@ -265,17 +261,11 @@ class kernel_t {
   // Whether value_and_grad on arguments of these types runs one sweep.
   template <class... A>
   static constexpr bool fuses_value_and_gradient() {
-    if constexpr (options::race_check || !(is_field_v<A> || ...)) {
+    // (An argument type that checks each pass itself, ctgrad/mpi, sees two passes.)
+    if constexpr (options::race_check || !(is_field_v<A> || ...) || !reverse_ready<A...> || launch_hooked<A...>)
       return false;
-    } else {
-      using checks = reverse_checks<A...>;
-      using bound_t = typename checks::args_t;
-      // An argument type that checks each pass itself (ctgrad/mpi) sees two passes.
-      constexpr bool hooked = requires(typename checks::kir_t const& kir, bound_t const& bound, A const&... args) {
-        ctg_launch_hook(Name.view(), true, kir, bound, args...);
-      };
-      return !hooked && ad::value_and_gradient_fusion<bound_t, typename checks::offloads_t>::valid;
-    }
+    else
+      return ad::value_and_gradient_fusion<bound_t<A...>, typename reverse_checks<A...>::offloads_t>::valid;
   }
 
   // The gradient diagnostics for arguments of these types, as a constexpr
@@ -346,12 +336,15 @@ class kernel_t {
   static auto bind(std::index_sequence<Is...>, A const&... args) {
     return detail::make_tuple(ir::arg_traits<int(Is), std::remove_cvref_t<A>>::bind(args)...);
   }
+  // The bound arguments of a launch (field views and scalars).
+  template <class... A>
+  using bound_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
 
   // What the reverse pass of this kernel needs, decided from the types.
   template <class... A>
   struct reverse_checks {
     using kir_t = typename built<A...>::type;
-    using args_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
+    using args_t = bound_t<A...>;
     using offloads_t = decltype(kir_t::offloads);
     using rules = check::kernel_checks<args_t, offloads_t, kir_t::slots>;
 
@@ -384,6 +377,22 @@ class kernel_t {
     static constexpr bool ok = findings.ok();
     static constexpr report tape_findings = findings.for_tape();
   };
+
+  // The reverse checks pass for these argument types (and the body builds).
+  template <class... A>
+  static constexpr bool reverse_ready = [] {
+    if constexpr (misused<A...>)
+      return false;
+    else
+      return reverse_checks<A...>::ok;
+  }();
+  // Whether an argument type checks each pass against the lowered IR itself,
+  // through ctg_launch_hook found by argument-dependent lookup (ctgrad/mpi).
+  template <class... A>
+  static constexpr bool launch_hooked =
+      requires(typename built<A...>::type const& kir, bound_t<A...> const& bound, A const&... args) {
+        ctg_launch_hook(Name.view(), true, kir, bound, args...);
+      };
 
   // What the launch-time half of the checks reads of a field: device fields
   // of integers (loop bounds, indices) as host copies.
@@ -582,11 +591,11 @@ class kernel_t {
   // reads and writes (eval/rows.hpp), offload by offload. All rows when an
   // argument type checks each pass itself (ctgrad/mpi): a decomposed
   // field's kernels index the global grid, not the block it holds.
-  template <class Kir, class Bound, class... A>
-  static detail::launch_rows<sizeof...(A)> rows_of(Kir const& kir, Bound const& bound, A const&... args) {
+  template <class... A, class Kir, class Bound>
+  static detail::launch_rows<sizeof...(A)> rows_of(Kir const& kir, Bound const& bound) {
     constexpr std::size_t N = sizeof...(A);
     detail::launch_rows<N> rows;
-    if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); }) {
+    if constexpr (launch_hooked<A...>) {
       for (std::size_t i = 0; i < N; ++i) rows.reads[i].add_all(), rows.writes[i].add_all();
     } else {
       eval::launch_status status{};
@@ -689,7 +698,7 @@ class kernel_t {
     std::lock_guard lock(records_mutex());
     for (auto const& r : records()) {
       if (!same_buffers(r, now)) continue;
-      auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
+      auto const rows = rows_of<A...>(ir(args...), bind(std::index_sequence_for<A...>{}, args...));
       int i = 0, changed = -1;
       auto one = [&](auto const& a) {
         if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
@@ -723,7 +732,7 @@ class kernel_t {
     // function found by argument-dependent lookup (ctgrad/mpi: the ghost
     // width and the written rows of a decomposed field). It reads integer
     // fields (constant indices) from the host, as the launch-time checks do.
-    if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); }) {
+    if constexpr (launch_hooked<A...>) {
       with_host_readable(
           space,
           [&](auto const& readable_bound) {
@@ -744,7 +753,7 @@ class kernel_t {
        ...);
     }(std::make_index_sequence<count>{});
     if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass>)
-      return rows_of(kir, bound, args...);
+      return rows_of<A...>(kir, bound);
     else
       return {};
   }

@@ -104,10 +104,6 @@ struct prepared_offload {
     if constexpr (plan::banded) margin = plan::ownership::template chunk_margin<params>(body, host, box.lo, box.hi);
   }
   std::int64_t count() const { return box.count(); }
-  // A thread's adstack, sized for this offload.
-  std::unique_ptr<std::uint32_t[]> make_stack() const {
-    return std::unique_ptr<std::uint32_t[]>(capacity > 0 ? new std::uint32_t[std::size_t(capacity / 4)] : nullptr);
-  }
   // Iterations [b, e) on the calling thread; `concurrent`: other threads run
   // other iterations at the same time (accumulations must be atomic).
   void run(std::int64_t b, std::int64_t e, bool concurrent, std::uint32_t* stack) const {

@@ -195,7 +195,7 @@ void run_offload(ir::parallel_offload<S> const& o, Args const& args, eval::launc
   std::int64_t const n = p.count();
   auto sequence = std::vector<std::int64_t>(static_cast<std::size_t>(n));
   std::iota(sequence.begin(), sequence.end(), std::int64_t(0));
-  auto const stack = p.make_stack();
+  cpu::chunk_stack const stack(p.capacity);
   auto run_in = [&](std::vector<std::int64_t> const& its) {
     for (std::int64_t it : its) p.run(it, it + 1, false, stack.get());
   };
