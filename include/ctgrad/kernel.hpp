@@ -238,7 +238,7 @@ class kernel_t {
   // each stored field has one store, ...); otherwise the two launches.
   template <class... A>
   void value_and_grad(A const&... args) const {
-    if constexpr (!reverse_ready<A...>) {
+    if constexpr (!reverse_ready<A...>()) {
       grad(args...);  // reports the kernel's mistake or its first finding, as k.grad does
     } else {
       if (detail::active_tape())
@@ -261,11 +261,17 @@ class kernel_t {
   // Whether value_and_grad on arguments of these types runs one sweep.
   template <class... A>
   static constexpr bool fuses_value_and_gradient() {
-    // (An argument type that checks each pass itself, ctgrad/mpi, sees two passes.)
-    if constexpr (options::race_check || !(is_field_v<A> || ...) || !reverse_ready<A...> || launch_hooked<A...>)
+    if constexpr (options::race_check || !(is_field_v<A> || ...)) {
       return false;
-    else
-      return ad::value_and_gradient_fusion<bound_t<A...>, typename reverse_checks<A...>::offloads_t>::valid;
+    } else {
+      using checks = reverse_checks<A...>;
+      using bound_t = typename checks::args_t;
+      // An argument type that checks each pass itself (ctgrad/mpi) sees two passes.
+      constexpr bool hooked = requires(typename checks::kir_t const& kir, bound_t const& bound, A const&... args) {
+        ctg_launch_hook(Name.view(), true, kir, bound, args...);
+      };
+      return !hooked && ad::value_and_gradient_fusion<bound_t, typename checks::offloads_t>::valid;
+    }
   }
 
   // The gradient diagnostics for arguments of these types, as a constexpr
@@ -336,15 +342,12 @@ class kernel_t {
   static auto bind(std::index_sequence<Is...>, A const&... args) {
     return detail::make_tuple(ir::arg_traits<int(Is), std::remove_cvref_t<A>>::bind(args)...);
   }
-  // The bound arguments of a launch (field views and scalars).
-  template <class... A>
-  using bound_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
 
   // What the reverse pass of this kernel needs, decided from the types.
   template <class... A>
   struct reverse_checks {
     using kir_t = typename built<A...>::type;
-    using args_t = bound_t<A...>;
+    using args_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
     using offloads_t = decltype(kir_t::offloads);
     using rules = check::kernel_checks<args_t, offloads_t, kir_t::slots>;
 
@@ -380,19 +383,12 @@ class kernel_t {
 
   // The reverse checks pass for these argument types (and the body builds).
   template <class... A>
-  static constexpr bool reverse_ready = [] {
+  static constexpr bool reverse_ready() {
     if constexpr (misused<A...>)
       return false;
     else
       return reverse_checks<A...>::ok;
-  }();
-  // Whether an argument type checks each pass against the lowered IR itself,
-  // through ctg_launch_hook found by argument-dependent lookup (ctgrad/mpi).
-  template <class... A>
-  static constexpr bool launch_hooked =
-      requires(typename built<A...>::type const& kir, bound_t<A...> const& bound, A const&... args) {
-        ctg_launch_hook(Name.view(), true, kir, bound, args...);
-      };
+  }
 
   // What the launch-time half of the checks reads of a field: device fields
   // of integers (loop bounds, indices) as host copies.
@@ -591,11 +587,11 @@ class kernel_t {
   // reads and writes (eval/rows.hpp), offload by offload. All rows when an
   // argument type checks each pass itself (ctgrad/mpi): a decomposed
   // field's kernels index the global grid, not the block it holds.
-  template <class... A, class Kir, class Bound>
-  static detail::launch_rows<sizeof...(A)> rows_of(Kir const& kir, Bound const& bound) {
+  template <class Kir, class Bound, class... A>
+  static detail::launch_rows<sizeof...(A)> rows_of(Kir const& kir, Bound const& bound, A const&... args) {
     constexpr std::size_t N = sizeof...(A);
     detail::launch_rows<N> rows;
-    if constexpr (launch_hooked<A...>) {
+    if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); }) {
       for (std::size_t i = 0; i < N; ++i) rows.reads[i].add_all(), rows.writes[i].add_all();
     } else {
       eval::launch_status status{};
@@ -698,7 +694,7 @@ class kernel_t {
     std::lock_guard lock(records_mutex());
     for (auto const& r : records()) {
       if (!same_buffers(r, now)) continue;
-      auto const rows = rows_of<A...>(ir(args...), bind(std::index_sequence_for<A...>{}, args...));
+      auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
       int i = 0, changed = -1;
       auto one = [&](auto const& a) {
         if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
@@ -732,7 +728,7 @@ class kernel_t {
     // function found by argument-dependent lookup (ctgrad/mpi: the ghost
     // width and the written rows of a decomposed field). It reads integer
     // fields (constant indices) from the host, as the launch-time checks do.
-    if constexpr (launch_hooked<A...>) {
+    if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); }) {
       with_host_readable(
           space,
           [&](auto const& readable_bound) {
@@ -753,7 +749,7 @@ class kernel_t {
        ...);
     }(std::make_index_sequence<count>{});
     if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass>)
-      return rows_of<A...>(kir, bound);
+      return rows_of(kir, bound, args...);
     else
       return {};
   }
