@@ -64,7 +64,9 @@ def compile_output(path, cuda, source):
 
 def first_error(text):
     for line in text.splitlines():
-        if re.search(r"\berror\b", line):
+        # "error:" as the compilers print it, not a source line they echo
+        # that happens to hold "expected-error".
+        if re.search(r"(?<![-\w])error:", line):
             line = re.sub(r"\s+", " ", line.strip())
             return line if len(line) <= 220 else line[:217] + "..."
     return "(no error line)"
