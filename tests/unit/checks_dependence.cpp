@@ -309,3 +309,50 @@ TEST_CASE("a constant slot outside a field-load range passes at launch; inside, 
   k(x, out, n);
   CHECK_THROWS_WITH_AS(k.grad(x, out, n), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
 }
+
+TEST_CASE("a parallel loop's bound field written later in the kernel: rejected for k.grad, restored on a tape") {
+  // The adjoint evaluates the loop's bounds again. Here the kernel zeroes
+  // the bound after the loop, so that evaluation would run no iteration:
+  // k.grad refuses it (CTG-AD-004); a tape gives the adjoint the bound the
+  // launch began with. The same for a begin bound, and for a write by a later
+  // offload; a write by an earlier offload is what the loop read, so the
+  // tape cannot restore it either.
+  auto after = ctg::kernel<"bound_after">([](auto x, auto n, auto loss) {
+    return ctg::block(ctg::range(n(), [=](auto i) { return loss() += x[i] * x[i]; }), n() = 0);
+  });
+  auto begin_later = ctg::kernel<"begin_later">([](auto x, auto b, auto loss) {
+    return ctg::block(ctg::range(b(), x.size(), [=](auto i) { return loss() += x[i] * x[i]; }),
+                      ctg::range(1, [=](auto) { return b() = 3; }));
+  });
+  auto before = ctg::kernel<"bound_before">([](auto x, auto n, auto loss) {
+    return ctg::block(n() = 2, ctg::range(n(), [=](auto i) { return loss() += x[i] * x[i]; }), n() = 0);
+  });
+  constexpr auto after_report = report_of<decltype(after), vec_t, count_t, scal_t>();
+  static_assert(after_report.has(ctg::finding::overwritten_after_read));
+  static_assert(report_of<decltype(begin_later), vec_t, count_t, scal_t>().has(ctg::finding::overwritten_after_read));
+  static_assert((after_report.pre_params & 2u) != 0);  // parameter 1, the bound: restorable on a tape
+  static_assert((report_of<decltype(before), vec_t, count_t, scal_t>().pre_params & 2u) == 0);
+
+  vec_t x({4}, {.name = "x"});
+  count_t n({.name = "n"});
+  scal_t loss({.name = "loss"});
+  double const values[] = {0.5, -1.25, 2.0, 3.5};
+  for (int i = 0; i < 4; ++i) x.at(i) = values[i];
+  {
+    n.at() = 4;
+    ctg::tape tape(loss);
+    after(x, n, loss);
+    tape.backward();
+    for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(2.0 * values[i]));
+  }
+  x.zero_grad();
+  loss.at() = 0;
+  loss.zero_grad();
+  {
+    n.at() = 1;  // the begin bound
+    ctg::tape tape(loss);
+    begin_later(x, n, loss);
+    tape.backward();
+    for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(i >= 1 ? 2.0 * values[i] : 0.0));
+  }
+}

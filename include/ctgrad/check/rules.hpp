@@ -638,6 +638,38 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
       return 0;
     }
   }
+  // The bounds of a parallel offload are read once, before its body, and
+  // read again by its adjoint: a write to a bound's field by that offload or
+  // a later one changes what the adjoint reads (and so which iterations it
+  // runs); one by an earlier offload means the read did not see the value
+  // the launch began with. Written elements are not compared: any write to
+  // the field counts.
+  template <std::size_t A>
+  static constexpr void bound_order(report& r, param_order* po, bool at_launch) {
+    constexpr unsigned long long reads = bound_reads<A>();
+    if constexpr (reads != 0) {
+      [&]<std::size_t... Bs>(std::index_sequence<Bs...>) {
+        auto one = [&]<std::size_t B>(std::integral_constant<std::size_t, B>) {
+          constexpr unsigned long long both = reads & written_in<events<B>>::template mask<B>();
+          for (int p = 0; p < int(Args::size) && both != 0; ++p) {
+            if ((both & param_bit(p)) == 0) continue;
+            if (B >= A) {
+              if (p < tracked_params) {
+                if (po[p].overwritten != verdict::error) po[p].offload = int(B);
+                po[p].overwritten = verdict::error;
+              } else {
+                record(r, verdict::error, at_launch, finding::overwritten_after_read, p, int(B), "");
+              }
+            } else if (p < tracked_params) {
+              po[p].preceded = verdict::error;
+            }
+          }
+        };
+        (one(std::integral_constant<std::size_t, Bs>{}), ...);
+      }(std::make_index_sequence<n_offloads>{});
+    }
+  }
+
   static constexpr unsigned long long needed_params = [] {
     return [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
       return ((needed_in<events<Ks>>::template mask<Ks>() | bound_reads<Ks>()) | ... | 0ull);
@@ -699,6 +731,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
         }(std::make_index_sequence<n_offloads>{});
       };
       (load_in(std::integral_constant<std::size_t, Ks>{}), ...);
+      (bound_order<Ks>(r, po, at_launch), ...);
       if (!at_launch) (others<Ks>(r), ...);
       if (!at_launch) (stack<Ks>(r, no_adstack, capacity_given), ...);
     }(std::make_index_sequence<n_offloads>{});
