@@ -274,6 +274,22 @@ class kernel_t {
     }
   }
 
+  // Whether k.grad on arguments of these types runs the adjoint of a
+  // stencil offload as a gather on the host (ad/gather.hpp). A launch whose
+  // stores and reads of one field meet runs the plain adjoint instead.
+  template <class... A>
+  static constexpr bool gathers_adjoint() {
+    if constexpr (options::race_check || !(is_field_v<A> || ...)) {
+      return false;
+    } else {
+      using checks = reverse_checks<A...>;
+      return []<class... O>(detail::tuple<O...>*) {
+        return (backend::reverse_pass::template plan<typename checks::args_t, O, checks::kir_t::slots>::gathers ||
+                ...);
+      }(static_cast<typename checks::offloads_t*>(nullptr));
+    }
+  }
+
   // The gradient diagnostics for arguments of these types, as a constexpr
   // value: static_assert(!k.template diagnose<Args...>().has(ctg::finding::...)).
   template <class... A>

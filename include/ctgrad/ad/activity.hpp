@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "../analysis/invariance.hpp"
+#include "../eval/forward.hpp"
 #include "../eval/slots.hpp"
 #include "derivatives.hpp"
 #include "../lower/vocabulary.hpp"
@@ -343,6 +344,56 @@ inline constexpr bool is_shift_of_index_v<node<op::math<fn::add>, C, node<op::lo
 template <class C, int Axis>
 inline constexpr bool is_shift_of_index_v<node<op::math<fn::sub>, node<op::loop_index<0, Axis>>, C>, Axis> =
     ::ctg::analysis::invariant_v<C>;
+
+// Whether an access holds, for each offload axis a, the bare index i_a at
+// some position: a read of the iteration's own element on those axes (the
+// gather adjoint, ad/gather.hpp, replays all of them at once).
+template <int Axis, class... Idx>
+inline constexpr bool holds_bare_index_v = (std::is_same_v<Idx, node<op::loop_index<0, Axis>>> || ...);
+template <int Axes, class Acc>
+inline constexpr bool is_bare_tap_v = false;
+template <int Axes, class Op, class... Idx>
+inline constexpr bool is_bare_tap_v<Axes, node<Op, Idx...>> = []<int... As>(std::integer_sequence<int, As...>) {
+  return (holds_bare_index_v<As, Idx...> && ...);
+}(std::make_integer_sequence<int, Axes>{});
+
+// Whether two accesses of one field have an index position where both
+// indices are invariant and their values differ: then they never meet. (The
+// adjoint's decisions to clear a store's gradient late, reverse.hpp, and to
+// gather, gather.hpp.)
+template <class W, class R, class Fr>
+CTG_HOST_DEVICE bool differ_in_invariant_index(W const& w, R const& r, Fr& f) {
+  static_assert(R::arity == W::arity);
+  bool differs = false;
+  [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
+    auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
+      using WE = std::remove_cvref_t<decltype(detail::get<K>(w.kids))>;
+      using RE = std::remove_cvref_t<decltype(detail::get<K>(r.kids))>;
+      if constexpr (::ctg::analysis::invariant_v<WE> && ::ctg::analysis::invariant_v<RE>)
+        differs = differs ||
+                  eval::forward::eval(detail::get<K>(w.kids), f) != eval::forward::eval(detail::get<K>(r.kids), f);
+    };
+    (axis(std::integral_constant<std::size_t, Ks>{}), ...);
+    (void)axis;  // rank-0 fields have no axis
+  }(std::make_index_sequence<W::arity>{});
+  return differs;
+}
+
+// The c of a shift `i + c`, `c + i`, `i - c` or `i` (is_shift_of_index_v),
+// evaluated in `host`, a frame that holds the launch's arguments.
+template <class Fr, class Idx>
+CTG_HOST_DEVICE long long index_shift(node<Idx> const&, Fr&) {
+  return 0;
+}
+template <class Fr, class Op, class A, class B>
+CTG_HOST_DEVICE long long index_shift(node<Op, A, B> const& e, Fr& host) {
+  if constexpr (std::is_same_v<Op, op::math<fn::sub>>)
+    return -(long long)eval::forward::eval(kid<1>(e), host);
+  else if constexpr (is_loop_index_op<typename A::op_type>)
+    return (long long)eval::forward::eval(kid<1>(e), host);
+  else
+    return (long long)eval::forward::eval(kid<0>(e), host);
+}
 
 // Collects the index tuples under which field parameter I (any of its
 // buffers) is touched in a statement, as a type list of node<access...> types.

@@ -23,6 +23,8 @@ namespace ctg::ad {
 // (eval::frame::near_chunk_edge).
 template <class Body, int Axes, bool Parallel>
 struct slot_ownership {
+  // The adjoint runs iterations, not the gather sweeps of ad/gather.hpp.
+  static constexpr bool gathering = false;
   template <int I>
   static constexpr bool owned = Parallel && owns_slots<Axes, typename accesses_of<I, Body>::type>::value;
   template <int I>
@@ -87,20 +89,6 @@ struct slot_ownership {
     long long hi[Params][Axes > 0 ? Axes : 1];
     bool seen[Params] = {};
   };
-  // The c of a shift `i + c`, `c + i`, `i - c` or `i` (is_shift_of_index_v).
-  template <class Fr, class Idx>
-  static long long shift_of(node<Idx> const&, Fr&) {
-    return 0;
-  }
-  template <class Fr, class Op, class A, class B>
-  static long long shift_of(node<Op, A, B> const& e, Fr& host) {
-    if constexpr (std::is_same_v<Op, op::math<fn::sub>>)
-      return -(long long)eval::forward::eval(kid<1>(e), host);
-    else if constexpr (is_loop_index_op<typename A::op_type>)
-      return (long long)eval::forward::eval(kid<1>(e), host);
-    else
-      return (long long)eval::forward::eval(kid<0>(e), host);
-  }
   template <int Params, class Fr, class Op, class... K>
   static void collect(node<Op, K...> const& n, Fr& host, spread<Params>& s) {
     if constexpr (is_access_op<Op>) {
@@ -111,7 +99,7 @@ struct slot_ownership {
         for (int a = 0; a < Axes; ++a) {
           long long const c = [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
             long long v = 0;
-            ((int(Ps) == bands<I>::position[std::size_t(a)] ? (v = shift_of(detail::get<Ps>(n.kids), host)) : 0), ...);
+            ((int(Ps) == bands<I>::position[std::size_t(a)] ? (v = index_shift(detail::get<Ps>(n.kids), host)) : 0), ...);
             return v;
           }(std::index_sequence_for<K...>{});
           if (first || c < s.lo[I][a]) s.lo[I][a] = c;

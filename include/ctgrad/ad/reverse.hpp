@@ -105,6 +105,21 @@ struct reverse {
   using AN = Analysis;
   template <class E>
   static constexpr bool active = AN::template is_active<E>;
+  // The gather sweeps of a stencil adjoint (ad/gather.hpp): one read
+  // accumulates, the stores leave their seeds for a clearing sweep.
+  static constexpr bool gathering = Policy::gathering;
+  // Whether the read `n` accumulates into its gradient in this replay: the
+  // reads of the iteration's own element in the replay of that element, each
+  // other read in its own.
+  template <class Fr, class N>
+  CTG_HOST_DEVICE static bool accumulates(N const& n, Fr const& f) {
+    if constexpr (!gathering)
+      return true;
+    else if constexpr (is_bare_tap_v<Fr::axes, N>)
+      return f.gather_bare;
+    else
+      return static_cast<void const*>(&n) == f.gather_target;
+  }
   static constexpr bool needed(int slot) { return AN::needed[slot]; }
   static constexpr bool active_slot(int slot) { return AN::active[slot]; }
 
@@ -284,8 +299,9 @@ struct reverse {
   }
 
   template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class Tp, class Gv>
-  CTG_HOST_DEVICE static void backprop_node(node<op::access<I, T, R, G, D, B>, Idx...> const&, Tp const& t,
+  CTG_HOST_DEVICE static void backprop_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Tp const& t,
                                             Gv const& g, Fr& f) {
+    if (!accumulates(n, f)) return;
     T* p = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       return eval::element_pointer(detail::get<I>(*f.args), buffer::grad, I, f, detail::get<Is>(t.kids).value...);
     }(std::index_sequence_for<Idx...>{});
@@ -356,6 +372,7 @@ struct reverse {
     auto const& vt = detail::get<0>(t.kids);
     if constexpr (is_access_node<V>::value) {
       // One coefficient of a field element: accumulate into that coefficient only.
+      if (!accumulates(kid<0>(n), f)) return;
       M* p = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         return eval::element_pointer(detail::get<V::op_type::param>(*f.args), buffer::grad, V::op_type::param, f,
                                      detail::get<Js>(vt.kids).value...);
@@ -599,6 +616,15 @@ struct reverse {
         *p = zero<P>();
         if constexpr (active<E>) backprop(kid<1>(n), t, convert<value_t<E>>(g), f);
       }
+    } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal && gathering) {
+      // A replay gathers from the seed; the clearing sweep clears it.
+      auto* p = written_grad(kid<0>(n), f);
+      if (eval::missing(p)) return;
+      using P = std::remove_pointer_t<decltype(p)>;
+      if (f.clearing)
+        *p = zero<P>();
+      else if constexpr (active<E>)
+        backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(P(*p)), f);
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
@@ -626,21 +652,7 @@ struct reverse {
   // axis with invariant indices of different values (then they never meet).
   template <class W, class Path, class R, class Fr>
   CTG_HOST_DEVICE static bool differs_invariantly(W const& w, R const& rhs, Fr& f) {
-    auto const& r = node_at<Path>::get(rhs);
-    using RN = std::remove_cvref_t<decltype(r)>;
-    static_assert(RN::arity == W::arity);
-    bool differs = false;
-    [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
-      auto axis = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
-        using WE = std::remove_cvref_t<decltype(detail::get<K>(w.kids))>;
-        using RE = std::remove_cvref_t<decltype(detail::get<K>(r.kids))>;
-        if constexpr (::ctg::analysis::invariant_v<WE> && ::ctg::analysis::invariant_v<RE>)
-          differs = differs || forward::eval(detail::get<K>(w.kids), f) != forward::eval(detail::get<K>(r.kids), f);
-      };
-      (axis(std::integral_constant<std::size_t, Ks>{}), ...);
-      (void)axis;  // rank-0 fields have no axis
-    }(std::make_index_sequence<W::arity>{});
-    return differs;
+    return differ_in_invariant_index(w, node_at<Path>::get(rhs), f);
   }
 
   template <int I, class L, class E, class Fr>

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "../ad/gather.hpp"
 #include "../ad/offload.hpp"
 #include "../ad/tangent.hpp"
 #include "../eval/slots.hpp"
@@ -101,6 +102,8 @@ struct stateless_pass {
     using frame = Frame<Args, locals, shape::levels, shape::axes, Parallel>;
     static constexpr bool uses_stack = false;
     static constexpr bool banded = false;  // no field whose accumulations depend on the chunk margin
+    using gather = ad::no_stencil_gather;  // no adjoint to run as a gather
+    static constexpr bool gathers = false;
     // Whether field parameter I's scattered accumulations may go to private
     // per-thread copies of `private_buffer` (cpu::run_offload).
     template <int I>
@@ -189,6 +192,14 @@ struct adjoint_pass {
   struct plan : ad::reverse_plan<Args, Offload, Slots, WithPrimal> {
     using base = ad::reverse_plan<Args, Offload, Slots, WithPrimal>;
     static constexpr bool uses_stack = base::demand.uses_stack;
+    // The stencil adjoint as a gather (ad/gather.hpp), looked for only where
+    // the plain pass adds into elements iterations share (a banded field).
+    using gather = std::conditional_t<!WithPrimal && base::parts::parallel && base::banded,
+                                      ad::stencil_gather<typename base::analysis, typename base::policy,
+                                                         typename base::body, base::parts::axes>,
+                                      ad::no_stencil_gather>;
+    static constexpr bool gathers = gather::eligible;
+    using gather_frame = ad::gather_frame<typename base::template frame<true>>;
     // `stack`: the thread's first adstack word; `stride`: words between its
     // consecutive words; `capacity`: the thread's bytes (a multiple of 4).
     template <class Fr>

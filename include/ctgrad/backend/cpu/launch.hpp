@@ -59,6 +59,58 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
   }
   Plan::finish(f);
 }
+// The gather adjoint's sweeps (ad/gather.hpp) over positions [b, e) of
+// `over`: the elements of `reach` (each replays the iterations of `box` that
+// read it), or, Clearing, the iterations of `box` (each clears the seeds
+// its stores wrote). Every element and seed has one writer: no add is
+// atomic, whatever the threads.
+template <class Plan, bool Clearing, int A, class Body, class Args>
+CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_box<A> const over,
+                                  backend::loop_box<A> const interior, Body const body, Args const& args,
+                                  eval::launch_status& status, std::int64_t b, std::int64_t e) {
+  Args const local_args = args;  // as in run_chunk
+  typename Plan::gather_frame f{};
+  f.args = &local_args;
+  f.status = &status;
+  f.concurrent = false;
+  Plan::prepare(f, nullptr, 1, 0);
+  auto visit = [&] {
+    if constexpr (Clearing)
+      Plan::gather::clear_iteration(body, f);
+    else
+      Plan::gather::gather_element(body, f, box);
+  };
+  if constexpr (A == 1 && !Clearing) {
+    // Elements whose replays all lie in the box skip the box tests.
+    int const first = over.lo[0] + int(b), last = over.lo[0] + int(e);
+    int const inner_lo = std::clamp(interior.lo[0], first, last), inner_hi = std::clamp(interior.hi[0], inner_lo, last);
+    for (int j = first; j < inner_lo; ++j) {
+      f.idx[0][0] = j;
+      visit();
+    }
+    for (int j = inner_lo; j < inner_hi; ++j) {
+      f.idx[0][0] = j;
+      Plan::gather::template gather_element<false>(body, f, box);
+    }
+    for (int j = inner_hi; j < last; ++j) {
+      f.idx[0][0] = j;
+      visit();
+    }
+  } else if constexpr (A == 1) {
+    int const first = over.lo[0] + int(b), last = over.lo[0] + int(e);
+    for (int j = first; j < last; ++j) {
+      f.idx[0][0] = j;
+      visit();
+    }
+  } else {
+    for (std::int64_t it = b; it < e; ++it) {
+      over.set(f, it);
+      visit();
+    }
+  }
+  Plan::finish(f);
+}
+
 template <class Plan, class Body, class Args>
 CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_status& status, std::uint32_t* stack,
                             long long capacity) {
@@ -91,6 +143,12 @@ struct prepared_offload {
   long long capacity = 0;  // adstack bytes per thread
   int unsized_site = -1;   // a loop whose adstack no launch can size (nothing runs)
   long long margin = 0;    // the chunk margin of the banded fields (run_chunk)
+  // The gather adjoint (ad/gather.hpp): whether this launch runs it, the
+  // taps' shifts and the box of elements they reach.
+  bool gather = false;
+  typename plan::gather::shifts shifts{};
+  backend::loop_box<axes> reach{};
+  backend::loop_box<axes> inner{};  // elements whose replays all lie in the box
 
   prepared_offload(parallel_offload<S> const& o, Args const& a, eval::launch_status& st, long long iterations)
       : args(a), status(st), body(traits::body_of(o)) {
@@ -102,12 +160,29 @@ struct prepared_offload {
     backend::narrow_to_owned(box, args);
     capacity = backend::adstack_bytes<plan>(body, args, iterations, unsized_site, &box);
     if constexpr (plan::banded) margin = plan::ownership::template chunk_margin<params>(body, host, box.lo, box.hi);
+    if constexpr (plan::gathers) {
+      gather = unsized_site < 0 && plan::gather::prepare(body, host, shifts);
+      if (gather) {
+        reach = plan::gather::reach(box, shifts);
+        inner = plan::gather::interior(box, shifts);
+        // Shifts wider than the box would sweep mostly empty elements.
+        gather = reach.count() <= 2 * box.count() + 64;
+      }
+    }
   }
   std::int64_t count() const { return box.count(); }
   // Iterations [b, e) on the calling thread; `concurrent`: other threads run
   // other iterations at the same time (accumulations must be atomic).
   void run(std::int64_t b, std::int64_t e, bool concurrent, std::uint32_t* stack) const {
     run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, margin, 0, b, e);
+  }
+  // The gather adjoint's sweeps: elements [b, e) of `reach`, then, once
+  // every element is done, iterations [b, e) of the box clearing seeds.
+  void run_gather(std::int64_t b, std::int64_t e) const {
+    run_gather_chunk<plan, false>(box, reach, inner, body, args, status, b, e);
+  }
+  void run_clear(std::int64_t b, std::int64_t e) const {
+    run_gather_chunk<plan, true>(box, box, box, body, args, status, b, e);
   }
   // The same on other views of the arguments: those of private_scatter.
   void run(Args const& views, unsigned long long private_params, std::int64_t b, std::int64_t e, bool concurrent,
@@ -371,6 +446,13 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
     return;
   }
   auto& pool = thread_pool::instance();
+  if constexpr (decltype(p)::plan::gathers) {
+    if (p.gather) {
+      pool.parallel_for(p.reach.count(), [&](std::int64_t b, std::int64_t e) { p.run_gather(b, e); });
+      pool.parallel_for(p.count(), [&](std::int64_t b, std::int64_t e) { p.run_clear(b, e); });
+      return;
+    }
+  }
   // Alone on the calling thread, accumulations need no atomics.
   bool const concurrent = !pool.runs_on_caller(p.count());
   using scatter = private_scatter<typename decltype(p)::plan, Args>;
