@@ -821,10 +821,15 @@ class field {
 
   // ---- Eigen views (host, scalar element types) ----------------------------
   // Rank 1: a column vector; rank 2: a row-major matrix; rank 0: a 1x1 matrix.
+  // The views are writable (w.map() -= rate * w.grad().map()), so taking one
+  // marks the buffer touched, as at() does: a write through it between a
+  // tape's recording and its backward() is caught (CTG-TAPE-003). A view
+  // kept across a launch is not watched after that launch; take it again.
   auto map() const {
     static_assert(!is_strided, "map() views packed fields; a ctg::strided field is read with to_vector() or at()");
     require_host("map()");
     static_assert(std::is_arithmetic_v<T>, "map() views scalar fields; use flat() per coefficient");
+    if (owner_) owner_->touch(which_);
     if constexpr (Rank == 0)
       return Eigen::Map<Eigen::Matrix<T, 1, 1>>(data_);
     else if constexpr (Rank == 1)
@@ -839,6 +844,7 @@ class field {
   auto flat() const {
     static_assert(!is_strided, "flat() views packed fields; a ctg::strided field is read with to_vector() or at()");
     require_host("flat()");
+    if (owner_) owner_->touch(which_);  // writable: see map()
     using S = scalar_of_t<T>;
     return Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, 1>>(reinterpret_cast<S*>(data_),
                                                            Eigen::Index(size()) * coefficients_v<T>);

@@ -2,6 +2,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -652,12 +653,16 @@ class kernel_t {
     void const* operator[](std::size_t k) const { return k < inline_capacity ? first[k] : rest[k - inline_capacity]; }
     std::size_t size() const { return count; }
   };
-  // A forward launch: the buffers its adjoint reads, and a write stamp
-  // (field.hpp) taken after the launch's own writes.
+  // A forward launch: the buffers its adjoint reads, its plain-number
+  // arguments (hashed: launches of one kernel on the same fields at other
+  // steps, k(u, 0, 1) and k(u, 1, 0), read other rows and are told apart),
+  // and a write stamp (field.hpp) taken after the launch's own writes.
   struct forward_record {
     buffer_list buffers;
+    std::uint64_t numbers = 0;
     std::uint64_t stamp = 0;
   };
+  static constexpr std::size_t kept_records = 32;
   static std::mutex& records_mutex() {
     static std::mutex m;
     return m;
@@ -678,6 +683,23 @@ class kernel_t {
     (one(args), ...);
     return out;
   }
+  // FNV-1a over the bytes of the arithmetic and enumeration arguments (the
+  // numbers a launch's indices are computed from); other arguments add
+  // nothing.
+  template <class... A>
+  static std::uint64_t numbers_of(A const&... args) {
+    std::uint64_t h = 14695981039346656037ull;
+    auto one = [&](auto const& a) {
+      using T = std::remove_cvref_t<decltype(a)>;
+      if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+        unsigned char bytes[sizeof(T)];
+        std::memcpy(bytes, &a, sizeof(T));
+        for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
+      }
+    };
+    (one(args), ...);
+    return h;
+  }
   static bool same_buffers(forward_record const& r, buffer_list const& b) {
     if (r.buffers.size() != b.size()) return false;
     for (std::size_t k = 0; k < b.size(); ++k)
@@ -688,16 +710,17 @@ class kernel_t {
   static void remember_forward(unsigned long long needed, A const&... args) {
     if (needed == 0) return;
     auto now = needed_buffers(needed, args...);
+    std::uint64_t const numbers = numbers_of(args...);
     std::uint64_t const stamp = detail::next_write_stamp();  // after the launch's own writes
     std::lock_guard lock(records_mutex());
     auto& rs = records();
-    for (auto& r : rs)
-      if (same_buffers(r, now)) {
-        r.stamp = stamp;
-        return;
+    for (auto it = rs.begin(); it != rs.end(); ++it)
+      if (it->numbers == numbers && same_buffers(*it, now)) {
+        rs.erase(it);  // moved to the back: the latest launch last
+        break;
       }
-    if (rs.size() == 8) rs.erase(rs.begin());
-    rs.push_back({std::move(now), stamp});
+    if (rs.size() == kept_records) rs.erase(rs.begin());
+    rs.push_back({std::move(now), numbers, stamp});
   }
   // Throws CTG-TAPE-003 when a launch or a whole-field host operation wrote
   // rows the adjoint reads (at this call's arguments) after the last forward
@@ -707,9 +730,18 @@ class kernel_t {
   void check_unchanged_since_forward(unsigned long long needed, A const&... args) const {
     if (needed == 0) return;
     auto const now = needed_buffers(needed, args...);
+    std::uint64_t const numbers = numbers_of(args...);
     std::lock_guard lock(records_mutex());
-    for (auto const& r : records()) {
-      if (!same_buffers(r, now)) continue;
+    auto const& rs = records();
+    // The latest launch with the same arguments; failing that (numbers the
+    // forward launch did not use), the latest on the same buffers.
+    forward_record const* found = nullptr;
+    for (auto it = rs.rbegin(); it != rs.rend() && !found; ++it)
+      if (it->numbers == numbers && same_buffers(*it, now)) found = &*it;
+    for (auto it = rs.rbegin(); it != rs.rend() && !found; ++it)
+      if (same_buffers(*it, now)) found = &*it;
+    if (found) {
+      forward_record const& r = *found;
       auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
       int i = 0, changed = -1;
       auto one = [&](auto const& a) {
