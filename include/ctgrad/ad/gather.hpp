@@ -135,8 +135,8 @@ struct stencil_tap {
   }();
 };
 
-// Per launch: each tap's shift on each loop axis, and the box of elements
-// the taps reach (the iterations' box moved by each tap's shifts, joined).
+// Per launch: each shifted read's shift on each loop axis (reach() and
+// interior() derive the boxes of elements from them).
 template <int Taps, int Axes>
 struct gather_shifts {
   int shift[Taps > 0 ? Taps : 1][Axes > 0 ? Axes : 1];
@@ -277,17 +277,9 @@ struct stencil_gather {
     int element[Axes];
     for (int a = 0; a < Axes; ++a) element[a] = f.idx[0][a];
     f.clearing = false;
-    if constexpr (bare) {
-      // The element's own iteration, when it is one.
-      bool inside = true;
-      if constexpr (Checked)
-        for (int a = 0; a < Axes; ++a) inside = inside && element[a] >= box.lo[a] && element[a] < box.hi[a];
-      if (inside) {
-        f.gather_bare = true;
-        f.gather_target = nullptr;
-        evaluator::run_body(body, f);
-      }
-      f.gather_bare = false;
+    if constexpr (bare) {  // the element's own iteration, when it is one
+      int const no_shift[Axes] = {};
+      replay<Checked>(body, f, element, no_shift, box, nullptr, true);
     }
     [&]<class... Ps>(detail::type_list<Ps...>*) {
       (replay_tap<Checked, Ps>(body, f, element, box), ...);
@@ -310,6 +302,13 @@ struct stencil_gather {
   CTG_HOST_DEVICE static void replay_tap(Body const& body, Fr& f, int const* element, Box const& box) {
     int shift[Axes];
     shifts_of<Path>(body, f, shift);
+    replay<Checked>(body, f, element, shift, box, &node_at<Path>::get(body), false);
+  }
+  // Iteration element - shift, when it lies in `box`, with only `target`
+  // (or, `own`, the reads of the iteration's own element) accumulating.
+  template <bool Checked, class Fr, class Box>
+  CTG_HOST_DEVICE static void replay(Body const& body, Fr& f, int const* element, int const* shift, Box const& box,
+                                     void const* target, bool own) {
     bool inside = true;
     for (int a = 0; a < Axes; ++a) {
       int const i = element[a] - shift[a];
@@ -317,9 +316,11 @@ struct stencil_gather {
       f.idx[0][a] = i;
     }
     if (inside) {
-      f.gather_target = &node_at<Path>::get(body);
+      f.gather_target = target;
+      f.gather_bare = own;
       evaluator::run_body(body, f);
     }
+    f.gather_bare = false;
   }
 
   struct shift_range {
@@ -349,14 +350,7 @@ struct stencil_gather {
 
   template <class StorePath, class Fr>
   static bool apart_from_reads(Body const& body, Fr& host) {
-    auto const& w = node_at<StorePath>::get(body);
-    using W = typename written_access<std::remove_cvref_t<decltype(kid<0>(w))>>::type;
-    auto const& written = [&]() -> W const& {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(kid<0>(w))>, W>)
-        return kid<0>(w);
-      else
-        return kid<0>(kid<0>(w));
-    }();
+    auto const& written = written_access_of(kid<0>(node_at<StorePath>::get(body)));
     return [&]<class... Ps>(detail::type_list<Ps...>*) {
       return (apart<Ps>(written, body, host) && ...);
     }(static_cast<reads*>(nullptr));

@@ -661,12 +661,7 @@ struct reverse {
     if constexpr (std::is_same_v<paths, detail::type_list<>>) {
       return true;
     } else {
-      auto const& w = [&]() -> auto const& {
-        if constexpr (std::is_same_v<typename L::op_type, op::component>)
-          return kid<0>(lhs);
-        else
-          return lhs;
-      }();
+      auto const& w = written_access_of(lhs);
       return [&]<class... Ps>(detail::type_list<Ps...>) {
         return (differs_invariantly<std::remove_cvref_t<decltype(w)>, Ps>(w, rhs, f) && ...);
       }(paths{});

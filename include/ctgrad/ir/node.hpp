@@ -228,6 +228,14 @@ template <class V, class... I>
 struct written_access<node<op::component, V, I...>> {
   using type = V;
 };
+// The same as a node: the access itself, or the access under a component.
+template <class L>
+CTG_HOST_DEVICE constexpr auto const& written_access_of(L const& lhs) {
+  if constexpr (std::is_same_v<typename L::op_type, op::component>)
+    return kid<0>(lhs);
+  else
+    return lhs;
+}
 
 // The field parameters a subtree writes (stores and atomics on their own
 // buffer), one bit per parameter; parameters past the 64th share all bits.

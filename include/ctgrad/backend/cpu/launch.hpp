@@ -74,38 +74,24 @@ CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_
   f.status = &status;
   f.concurrent = false;
   Plan::prepare(f, nullptr, 1, 0);
-  auto visit = [&] {
+  // Elements whose replays all lie in the box skip the box tests.
+  auto visit = [&]<bool Checked>(std::bool_constant<Checked>) {
     if constexpr (Clearing)
       Plan::gather::clear_iteration(body, f);
     else
-      Plan::gather::gather_element(body, f, box);
+      Plan::gather::template gather_element<Checked>(body, f, box);
   };
-  if constexpr (A == 1 && !Clearing) {
-    // Elements whose replays all lie in the box skip the box tests.
+  if constexpr (A == 1) {
     int const first = over.lo[0] + int(b), last = over.lo[0] + int(e);
-    int const inner_lo = std::clamp(interior.lo[0], first, last), inner_hi = std::clamp(interior.hi[0], inner_lo, last);
-    for (int j = first; j < inner_lo; ++j) {
-      f.idx[0][0] = j;
-      visit();
-    }
-    for (int j = inner_lo; j < inner_hi; ++j) {
-      f.idx[0][0] = j;
-      Plan::gather::template gather_element<false>(body, f, box);
-    }
-    for (int j = inner_hi; j < last; ++j) {
-      f.idx[0][0] = j;
-      visit();
-    }
-  } else if constexpr (A == 1) {
-    int const first = over.lo[0] + int(b), last = over.lo[0] + int(e);
-    for (int j = first; j < last; ++j) {
-      f.idx[0][0] = j;
-      visit();
-    }
+    int const inner_lo = Clearing ? last : std::clamp(interior.lo[0], first, last);
+    int const inner_hi = Clearing ? last : std::clamp(interior.hi[0], inner_lo, last);
+    for (int j = first; j < inner_lo; ++j) f.idx[0][0] = j, visit(std::true_type{});
+    for (int j = inner_lo; j < inner_hi; ++j) f.idx[0][0] = j, visit(std::false_type{});
+    for (int j = inner_hi; j < last; ++j) f.idx[0][0] = j, visit(std::true_type{});
   } else {
     for (std::int64_t it = b; it < e; ++it) {
       over.set(f, it);
-      visit();
+      visit(std::true_type{});
     }
   }
   Plan::finish(f);
