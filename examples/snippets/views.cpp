@@ -44,7 +44,7 @@ int main() {
   expect(std::abs(energy[3] - 1.5f) < 1e-6f, "energy is m |v|^2 / 2");
 
   // [snippet: gradients]
-  // Gradient buffers: given (same layout as the values), or allocated by ctgrad with that layout.
+  // Gradient buffers: given (same layout as the values), or allocated by ctgrad, packed.
   std::vector<particle> grads(100, {Eigen::Vector3f::Zero(), Eigen::Vector3f::Zero(), 0.0f});
   auto v2 = ctg::view_member<ctg::grad>(particles, &particle::v, {.name = "v", .grad = &grads[0].v});
   auto m2 = ctg::view_member<ctg::grad>(particles, &particle::mass, {.name = "mass", .grad = &grads[0].mass});

@@ -138,6 +138,15 @@ struct strided_pointer {
 
   CTG_HOST_DEVICE constexpr operator T*() const { return address; }
   CTG_HOST_DEVICE T& operator[](byte_offset o) const { return *(address + o); }
+  // The element at an index, by this buffer's own strides.
+  template <class... I>
+  CTG_HOST_DEVICE T* at(I... idx) const {
+    static_assert(sizeof...(I) == Rank);
+    std::int64_t off = 0;
+    int axis = 0;
+    ((off += std::int64_t(idx) * stride[axis++]), ...);
+    return address + byte_offset{off};
+  }
   CTG_HOST_DEVICE T& operator[](std::int64_t row_major) const {
     std::int64_t bytes = 0;
     for (int a = Rank - 1; a >= 0; --a) {
@@ -160,7 +169,11 @@ struct strided_pointer {
 };
 
 // What a kernel sees of a ctg::strided field: like field_view, with byte
-// strides per axis; offset() is a byte_offset.
+// strides per axis; offset() is a byte_offset into the values. Each buffer
+// carries its own strides: a gradient or tangent buffer that ctgrad
+// allocated for a view is packed row-major, whatever the values' layout, so
+// that an adjoint moves packed gradients (address elements with
+// detail::buffer_element).
 template <class T, int Rank, bool HasGrad, bool HasDual>
 struct strided_field_view {
   using value_type = T;
@@ -172,7 +185,7 @@ struct strided_field_view {
   strided_pointer<T, Rank> grad;
   strided_pointer<T, Rank> dual;
   int extent[Rank > 0 ? Rank : 1];
-  std::int64_t stride[Rank > 0 ? Rank : 1];  // bytes, the same for the three buffers
+  std::int64_t stride[Rank > 0 ? Rank : 1];  // bytes, of the values (data.stride)
 
   template <class... I>
   CTG_HOST_DEVICE constexpr byte_offset offset(I... idx) const {
@@ -190,6 +203,20 @@ struct strided_field_view {
 };
 
 namespace detail {
+
+// The address of the element at `idx` in buffer `which` of a view (0 the
+// values, 1 the gradient, 2 the tangent): by that buffer's own strides on a
+// strided view, by the shared row-major offset otherwise.
+template <class View, class... I>
+CTG_HOST_DEVICE auto* buffer_element(View const& v, int which, I... idx) {
+  if constexpr (requires { v.data.address; }) {
+    auto const& buffer = which == 0 ? v.data : which == 1 ? v.grad : v.dual;
+    return buffer.at(idx...);
+  } else {
+    typename View::value_type* base = which == 0 ? v.data : which == 1 ? v.grad : v.dual;
+    return base + v.offset(idx...);
+  }
+}
 
 inline std::string describe_index(std::initializer_list<std::int64_t> idx) {
   std::ostringstream os;
@@ -391,9 +418,11 @@ inline void copy_elements(void* to, element_layout const& dst, void const* from,
 //
 // A view of user memory (view.hpp) is a storage too, one per viewed layout,
 // shared by every handle on that memory so that they share its versions: its
-// buffers are the user's (owned[k] false) or allocated here with the same
-// strides; `layout` says where the elements are, and copies of a buffer (the
-// tape's, at() snapshots) hold its elements packed, `bytes` of them.
+// buffers are the user's (owned[k] false), laid out as the values, or a
+// gradient or tangent buffer allocated here, packed row-major; `layout` says
+// where the values are (layout_of(k) where buffer k is), and copies of a
+// buffer (the tape's, at() snapshots) hold its elements packed, `bytes` of
+// them.
 struct field_storage {
   memory_space space = memory_space::host;
   std::size_t bytes = 0;
@@ -403,8 +432,9 @@ struct field_storage {
   std::string name;
   buffer_state state[3];  // primal, grad, dual
   bool owned[3] = {true, true, true};
-  bool strided = false;  // the elements are not packed row-major: copies gather and scatter
-  element_layout layout;
+  bool strided = false;  // the values are not packed row-major: copies gather and scatter
+  element_layout layout;  // of the values
+  bool packed_companion[3] = {false, false, false};  // buffer k allocated packed, whatever `layout` is
   void const* element_type = nullptr;       // views: the element type's tag (see view.hpp)
   std::shared_ptr<void> keep_alive;         // views: what owns the memory, when ctgrad may hold it (DLPack)
   std::weak_ptr<void const> memory_owner;   // views: what owns the memory, watched (CTG_VIEW_CHECKS)
@@ -413,6 +443,13 @@ struct field_storage {
   static constexpr std::size_t alignment = memory::host_alignment;  // of host buffers, copies included
 
   void* buffer(int which) const { return which == 0 ? primal : which == 1 ? grad : dual; }
+  // Where buffer `which`'s elements lie, and whether they are not packed.
+  element_layout layout_of(int which) const {
+    element_layout l = layout;
+    if (packed_companion[which]) l.pack();
+    return l;
+  }
+  bool strided_buffer(int which) const { return strided && !packed_companion[which]; }
 
   void* allocate() const { return allocate_bytes(bytes); }
   // Zeroed memory in this storage's space (what release() frees). When the
@@ -439,10 +476,12 @@ struct field_storage {
   // packed copy: the copy gathers from it or scatters into it.
   void copy_within_space(void* dst, void const* src) const {
     if (bytes == 0) return;
-    if (strided) {
+    bool const into_buffer = dst == primal || dst == grad || dst == dual;
+    void const* const buffer_side = into_buffer ? dst : src;
+    int const which = buffer_side == primal ? 0 : buffer_side == grad ? 1 : 2;
+    if (strided_buffer(which)) {
       element_layout packed_layout = layout;
       packed_layout.pack();
-      bool const into_buffer = dst == primal || dst == grad || dst == dual;
       if (into_buffer)
         copy_elements(dst, layout, src, packed_layout, space, "field '" + name + "'");
       else
@@ -495,7 +534,7 @@ struct field_storage {
   // The host buffer's elements, packed.
   void gather(int which, std::vector<unsigned char>& out) const {
     auto const* p = static_cast<unsigned char const*>(buffer(which));
-    if (!strided) {
+    if (!strided_buffer(which)) {
       out.assign(p, p + bytes);
       return;
     }
@@ -510,7 +549,7 @@ struct field_storage {
     if (!b.touched) return;
     bool unchanged = b.snapshot.size() == bytes;
     if (unchanged && bytes != 0) {
-      if (strided) {
+      if (strided_buffer(which)) {
         std::vector<unsigned char> now;
         gather(which, now);
         unchanged = std::memcmp(b.snapshot.data(), now.data(), bytes) == 0;
@@ -557,7 +596,8 @@ struct adopted_memory {
   T* grad = nullptr;
   T* dual = nullptr;
   std::array<int, Rank> shape{};
-  std::array<std::int64_t, Rank> stride{};  // bytes
+  std::array<std::int64_t, Rank> stride{};  // bytes, of the values
+  std::array<std::int64_t, Rank> grad_stride{}, dual_stride{};  // bytes, of the companions
   std::string name;
   memory_space space = memory_space::host;
 };
@@ -637,9 +677,11 @@ class field {
         shape_(m.shape),
         name_(std::move(m.name)),
         space_(m.space) {
-    if constexpr (is_strided)
+    if constexpr (is_strided) {
       stride_ = m.stride;
-    else
+      grad_stride_ = m.grad_stride;
+      dual_stride_ = m.dual_stride;
+    } else
       for (int a = 0; a < Rank; ++a)
         if (shape_[a] != 1 && m.stride[a] != packed_stride(a))
           throw launch_error("CTG-FIELD-007 field '" + name_ +
@@ -668,14 +710,7 @@ class field {
     }
   }
   // Where this handle's elements lie (the aliasing check compares layouts).
-  detail::element_layout layout() const {
-    detail::element_layout l;
-    l.rank = Rank;
-    l.element_bytes = sizeof(T);
-    auto const st = strides();
-    for (int a = 0; a < Rank; ++a) l.extent[a] = shape_[std::size_t(a)], l.stride[a] = st[std::size_t(a)];
-    return l;
-  }
+  detail::element_layout layout() const { return layout_of(0); }
   bool empty() const { return owner_ == nullptr; }
   T* data() const { return data_; }
   // How many handles share this storage (the storage lives until the last goes).
@@ -757,12 +792,12 @@ class field {
   }
   void zero_grad() const {
     static_assert(has_grad, "CTG-FIELD-004 zero_grad() on a field without a gradient buffer");
-    zero_buffer(grad_);
+    zero_buffer(grad_, 1);
     owner_->note_write(1);
   }
   void zero_dual() const {
     static_assert(has_dual, "CTG-FIELD-004 zero_dual() on a field without a tangent buffer");
-    zero_buffer(dual_);
+    zero_buffer(dual_, 2);
     owner_->note_write(2);
   }
 
@@ -859,7 +894,9 @@ class field {
       view_type v{{data_, {}, {}}, {grad_, {}, {}}, {dual_, {}, {}}, {}, {}};
       for (int a = 0; a < Rank; ++a) {
         v.extent[a] = v.data.extent[a] = v.grad.extent[a] = v.dual.extent[a] = shape_[a];
-        v.stride[a] = v.data.stride[a] = v.grad.stride[a] = v.dual.stride[a] = stride_[a];
+        v.stride[a] = v.data.stride[a] = stride_[a];
+        v.grad.stride[a] = grad_stride_[a];
+        v.dual.stride[a] = dual_stride_[a];
       }
       return v;
     } else {
@@ -911,7 +948,7 @@ class field {
 
   companion_type companion(T* buffer, int which, char const* suffix) const {
     companion_type c{typename companion_type::no_allocation{}};
-    if constexpr (is_strided) c.stride_ = stride_;
+    if constexpr (is_strided) c.stride_ = which == 1 ? grad_stride_ : dual_stride_;
     c.which_ = which;
     c.shape_ = shape_;
     c.data_ = buffer;
@@ -936,12 +973,29 @@ class field {
     for (int a = Rank - 1; a > axis; --a) s *= shape_[a];
     return s;
   }
-  void pack_strides() {
-    for (int a = 0; a < Rank; ++a) stride_[std::size_t(a)] = packed_stride(a);
+  // Where the elements of this handle's buffer `which` lie (0 its values, 1
+  // its gradient, 2 its tangent).
+  detail::element_layout layout_of(int which) const {
+    detail::element_layout l;
+    l.rank = Rank;
+    l.element_bytes = sizeof(T);
+    for (int a = 0; a < Rank; ++a) {
+      l.extent[a] = shape_[std::size_t(a)];
+      if constexpr (is_strided)
+        l.stride[a] = (which == 0 ? stride_ : which == 1 ? grad_stride_ : dual_stride_)[std::size_t(a)];
+      else
+        l.stride[a] = packed_stride(a);
+    }
+    return l;
   }
-  // Between this field's elements and a packed buffer (either memory space).
-  void copy_strided(void* dst, void const* src, bool to_field) const {
-    detail::element_layout const mine = layout();
+  void pack_strides() {
+    for (int a = 0; a < Rank; ++a)
+      stride_[std::size_t(a)] = grad_stride_[std::size_t(a)] = dual_stride_[std::size_t(a)] = packed_stride(a);
+  }
+  // Between the elements of this handle's buffer `which` (0 its values) and a
+  // packed buffer (either memory space).
+  void copy_strided(void* dst, void const* src, bool to_field, int which = 0) const {
+    detail::element_layout const mine = layout_of(which);
     detail::element_layout packed_layout = mine;
     packed_layout.pack();
     if (to_field)
@@ -960,11 +1014,11 @@ class field {
     else
       memory::read_to_host(space_, dst, src, bytes, what);
   }
-  void zero_buffer(T* buffer) const {
+  void zero_buffer(T* buffer, int which) const {
     if constexpr (is_strided) {
-      if (!layout().packed()) {
+      if (!layout_of(which).packed()) {
         std::vector<unsigned char> zeros(std::size_t(size()) * sizeof(T), 0);
-        return copy_strided(buffer, zeros.data(), true);
+        return copy_strided(buffer, zeros.data(), true, which);
       }
     }
     std::size_t const bytes = std::size_t(size()) * sizeof(T);
@@ -979,9 +1033,9 @@ class field {
   shape_type shape_{};
   std::string name_;
   memory_space space_ = memory_space::host;
-  // Byte strides of a ctg::strided field (unused otherwise: plain fields are
-  // packed row-major).
-  std::array<std::int64_t, is_strided ? Rank : 0> stride_{};
+  // Byte strides of a ctg::strided field's values and of its gradient and
+  // tangent buffers (unused otherwise: plain fields are packed row-major).
+  std::array<std::int64_t, is_strided ? Rank : 0> stride_{}, grad_stride_{}, dual_stride_{};
 };
 
 template <class T>

@@ -41,7 +41,8 @@ namespace ctg {
 // How to view memory: the name errors give, where the memory is, and the
 // companion buffers. `grad` and `dual`, when given, have the same layout as
 // the values (same extents and byte strides); when null and the field type
-// asks for them ctgrad allocates them, zeroed, with that layout.
+// asks for them ctgrad allocates them, zeroed and packed row-major (an
+// adjoint then moves packed gradients, not elements a struct apart).
 template <class T>
 struct view_options {
   std::string_view name{};
@@ -203,18 +204,19 @@ field<T, Rank, F> make_view(T* data, std::array<std::int64_t, Rank> const& shape
                        "first");
     }
     if (storage) {
-      auto companion = [&](void*& buffer, bool& owned, T* given, char const* what) {
+      auto companion = [&](void*& buffer, bool& owned, T* given, char const* what, int which) {
         if (given && buffer && buffer != given)
           view_error("CTG-FIELD-008", name,
                      std::string("this memory is already viewed (as '") + storage->name + "') with another " + what +
                          " buffer. Fix: give the same buffer, or none to share the one it has");
         if (!buffer) {
-          buffer = given ? static_cast<void*>(given) : storage->allocate_bytes(std::size_t(span));
+          buffer = given ? static_cast<void*>(given) : storage->allocate();
           owned = given == nullptr;
+          storage->packed_companion[which] = given == nullptr;
         }
       };
-      if (wants_grad) companion(storage->grad, storage->owned[1], opts.grad, "gradient");
-      if (wants_dual) companion(storage->dual, storage->owned[2], opts.dual, "tangent");
+      if (wants_grad) companion(storage->grad, storage->owned[1], opts.grad, "gradient", 1);
+      if (wants_dual) companion(storage->dual, storage->owned[2], opts.dual, "tangent", 2);
       if (owner_given && !storage->watch_owner) {
         storage->memory_owner = opts.owner;
         storage->watch_owner = true;
@@ -231,12 +233,12 @@ field<T, Rank, F> make_view(T* data, std::array<std::int64_t, Rank> const& shape
       storage->primal = data;
       storage->owned[0] = false;
       if (wants_grad) {
-        storage->grad = opts.grad ? static_cast<void*>(opts.grad) : storage->allocate_bytes(std::size_t(span));
-        storage->owned[1] = opts.grad == nullptr;
+        storage->grad = opts.grad ? static_cast<void*>(opts.grad) : storage->allocate();
+        storage->owned[1] = storage->packed_companion[1] = opts.grad == nullptr;
       }
       if (wants_dual) {
-        storage->dual = opts.dual ? static_cast<void*>(opts.dual) : storage->allocate_bytes(std::size_t(span));
-        storage->owned[2] = opts.dual == nullptr;
+        storage->dual = opts.dual ? static_cast<void*>(opts.dual) : storage->allocate();
+        storage->owned[2] = storage->packed_companion[2] = opts.dual == nullptr;
       }
       storage->memory_owner = opts.owner;
       storage->watch_owner = owner_given;
@@ -265,7 +267,13 @@ field<T, Rank, F> make_view(T* data, std::array<std::int64_t, Rank> const& shape
   m.data = data;
   m.grad = static_cast<T*>(storage->grad);
   m.dual = static_cast<T*>(storage->dual);
-  for (int a = 0; a < Rank; ++a) m.shape[std::size_t(a)] = int(shape[a]), m.stride[std::size_t(a)] = stride[a];
+  element_layout const grad_layout = storage->layout_of(1), dual_layout = storage->layout_of(2);
+  for (int a = 0; a < Rank; ++a) {
+    m.shape[std::size_t(a)] = int(shape[a]);
+    m.stride[std::size_t(a)] = stride[a];
+    m.grad_stride[std::size_t(a)] = grad_layout.stride[a];
+    m.dual_stride[std::size_t(a)] = dual_layout.stride[a];
+  }
   m.name = name;
   m.space = opts.space;
   m.storage = std::move(storage);

@@ -36,10 +36,12 @@ TEST_CASE("a member of an array of structs is a strided field on that memory") {
   ids.copy_from(std::vector<int>{5, 6, 7, 8});
   CHECK(bodies[2].id == 7);
   CHECK(bodies[2].x == Eigen::Vector3f::Ones());
-  // The gradient ctgrad allocates has the same strides, zeroed.
+  // The gradient ctgrad allocates is packed and zeroed, whatever the values' strides.
   auto m = ctg::view_member<ctg::grad>(bodies, &body::mass, {.name = "mass"});
   static_assert(std::is_same_v<decltype(m.grad()), ctg::field<float, 1, ctg::strided>>);
-  CHECK(m.grad().strides()[0] == std::int64_t(sizeof(body)));
+  CHECK(m.strides()[0] == std::int64_t(sizeof(body)));
+  CHECK(m.grad().strides()[0] == std::int64_t(sizeof(float)));
+  CHECK(m.view().grad.stride[0] == std::int64_t(sizeof(float)));
   CHECK(m.grad().to_vector() == std::vector<float>(4, 0.0f));
   m.grad().at(1) = 2.0f;
   m.zero_grad();

@@ -575,7 +575,7 @@ struct reverse {
         bool const ok = view.in_bounds(forward::eval(detail::get<Is>(L{}.kids), f)...);
         f.used[slot] = ok;
         detail::get<slot>(f.partials) =
-            ok ? view.grad[view.offset(forward::eval(detail::get<Is>(L{}.kids), f)...)] : zero_of<T>();
+            ok ? *detail::buffer_element(view, 1, forward::eval(detail::get<Is>(L{}.kids), f)...) : zero_of<T>();
       }(std::make_index_sequence<L::arity>{});
     }
   }

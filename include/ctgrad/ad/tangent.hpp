@@ -54,7 +54,7 @@ struct tangent {
       T const* p = eval::element_pointer(view, B, I, f, detail::get<Is>(idx)...);
       if (eval::missing(p)) return {zero_of<T>(), zero_of<T>()};
       if constexpr (D && B == buffer::primal)
-        return {*p, view.dual[view.offset(detail::get<Is>(idx)...)]};
+        return {*p, *detail::buffer_element(view, 2, detail::get<Is>(idx)...)};
       else
         return constant_dual(*p);
     }(std::index_sequence_for<Idx...>{});

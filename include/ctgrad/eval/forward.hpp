@@ -43,7 +43,6 @@ CTG_HOST_DEVICE T convert(V const& v) {
 template <class View, class Fr, class... I>
 CTG_HOST_DEVICE auto* element_pointer(View const& v, buffer which, int param, Fr& f, I... idx) {
   using T = typename View::value_type;
-  T* base = which == buffer::primal ? v.data : which == buffer::grad ? v.grad : v.dual;
 #if CTG_BOUNDS_CHECK
   if (!v.in_bounds(idx...)) {
     report_index(f.status, param, idx...);
@@ -52,7 +51,7 @@ CTG_HOST_DEVICE auto* element_pointer(View const& v, buffer which, int param, Fr
 #else
   (void)f, (void)param;
 #endif
-  return base + v.offset(idx...);
+  return static_cast<T*>(detail::buffer_element(v, int(which), idx...));
 }
 
 // Whether element_pointer found its index out of range. Never in unchecked
