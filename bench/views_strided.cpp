@@ -110,5 +110,7 @@ BENCHMARK(BM_views_step)
     ->ArgNames({"threads", "grad"})
     ->ArgsProduct({{1, bench::all_threads()}, {0, 1}})
     ->UseManualTime()
+    ->Repetitions(5)  // the ratios move by a few percent from run to run: report medians
+    ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMillisecond);
 int main(int argc, char** argv) { return bench::run_main(argc, argv); }

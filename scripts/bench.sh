@@ -71,7 +71,8 @@ if ! dpkg-query -W -f='${Status}' libadolc-dev 2>/dev/null | grep -q "ok install
 fi
 cmake --preset bench >/dev/null
 cmake --build --preset bench --target bench_cpu_workloads bench_cpu_workloads_sim bench_cpu_adolc \
-  bench_alloc_count bench_profile_counts bench_launch_overhead bench_thread_scaling bench_tape_inplace
+  bench_alloc_count bench_profile_counts bench_launch_overhead bench_thread_scaling bench_tape_inplace \
+  bench_views_strided
 
 out=bench/results
 bin=build/bench/bench
@@ -81,7 +82,7 @@ if [[ -n $(git status --porcelain -- include bench ':!bench/results') ]]; then g
 args=(--benchmark_out_format=json "--benchmark_context=git_hash=$git_hash")
 if ((quick)); then args+=(--benchmark_min_time=0.1); fi
 
-for b in cpu_workloads cpu_workloads_sim launch_overhead thread_scaling tape_inplace; do
+for b in cpu_workloads cpu_workloads_sim launch_overhead thread_scaling tape_inplace views_strided; do
   "$bin/bench_$b" "--benchmark_out=$out/$b.json" "${args[@]}"
 done
 # Exit status 77: built without ADOL-C (it says so).
