@@ -62,4 +62,23 @@ CTG_HOST_DEVICE constexpr T zero_of() {
     return T(0);
 }
 
+// An element read from memory, coefficient by coefficient. Copying an Eigen
+// fixed-size matrix copies its storage as a block, which GCC moves in the
+// widest pieces it can (8 + 4 bytes for a Vector3f); when the element was
+// just written coefficient by coefficient, as an adjoint accumulates into a
+// gradient or a statement stores a vector that the next one reads, those
+// wide loads cannot take their bytes from the narrow stores still in flight
+// and wait for them to reach the cache (a store-forwarding stall on x86, about
+// a dozen cycles each). Loads as narrow as the stores do not wait.
+template <class T>
+CTG_HOST_DEVICE T load_element(T const* p) {
+  if constexpr (is_eigen_fixed_v<T>) {
+    T out;
+    for (int c = 0; c < int(T::SizeAtCompileTime); ++c) out.coeffRef(c) = p->coeff(c);
+    return out;
+  } else {
+    return *p;
+  }
+}
+
 }  // namespace ctg

@@ -575,7 +575,8 @@ struct reverse {
         bool const ok = view.in_bounds(forward::eval(detail::get<Is>(L{}.kids), f)...);
         f.used[slot] = ok;
         detail::get<slot>(f.partials) =
-            ok ? *detail::buffer_element(view, 1, forward::eval(detail::get<Is>(L{}.kids), f)...) : zero_of<T>();
+            ok ? load_element(detail::buffer_element(view, 1, forward::eval(detail::get<Is>(L{}.kids), f)...))
+               : zero_of<T>();
       }(std::make_index_sequence<L::arity>{});
     }
   }
@@ -612,7 +613,7 @@ struct reverse {
         auto* p = written_grad(kid<0>(n), f);
         if (eval::missing(p)) return;
         using P = std::remove_pointer_t<decltype(p)>;
-        P const g = *p;
+        P const g = load_element(p);
         *p = zero<P>();
         if constexpr (active<E>) backprop(kid<1>(n), t, convert<value_t<E>>(g), f);
       }
@@ -624,12 +625,12 @@ struct reverse {
       if (f.clearing)
         *p = zero<P>();
       else if constexpr (active<E>)
-        backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(P(*p)), f);
+        backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(load_element(p)), f);
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
       using P = std::remove_pointer_t<decltype(p)>;
-      P const g = *p;
+      P const g = load_element(p);
       // The store overwrote the element: its old value gets no gradient. The
       // clearing waits until the rhs's adjoints are accumulated whenever the
       // rhs cannot add into this element: a GPU that stores to one buffer and
@@ -691,7 +692,7 @@ struct reverse {
         if (!cached_seed<L>(f, seed)) {
           auto* p = written_grad(kid<0>(n), f);  // out of range: reports
           if (eval::missing(p)) return;
-          seed = *p;
+          seed = load_element(p);
         }
         P const g = K == atomic_kind::add ? seed : P(-seed);
         backprop(kid<1>(n), t, convert<value_t<E>>(g), f);

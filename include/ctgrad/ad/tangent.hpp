@@ -54,9 +54,9 @@ struct tangent {
       T const* p = eval::element_pointer(view, B, I, f, detail::get<Is>(idx)...);
       if (eval::missing(p)) return {zero_of<T>(), zero_of<T>()};
       if constexpr (D && B == buffer::primal)
-        return {*p, *detail::buffer_element(view, 2, detail::get<Is>(idx)...)};
+        return {load_element(p), load_element(detail::buffer_element(view, 2, detail::get<Is>(idx)...))};
       else
-        return constant_dual(*p);
+        return constant_dual(load_element(p));
     }(std::index_sequence_for<Idx...>{});
   }
   template <class Fr, class Fn, class... K>

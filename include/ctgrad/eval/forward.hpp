@@ -100,7 +100,7 @@ struct forward {
   CTG_HOST_DEVICE static T eval(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
     T const* p = address(n, f);
     if (missing(p)) return zero_of<T>();
-    return *p;
+    return load_element(p);
   }
 
   // ---- expressions ----------------------------------------------------------
