@@ -629,7 +629,8 @@ class field {
   static constexpr bool is_strided = has_flag(Flags, flags::strided);
   using view_type = std::conditional_t<is_strided, strided_field_view<T, Rank, has_grad, has_dual>,
                                        field_view<T, Rank, has_grad, has_dual>>;
-  // What grad() and dual() return: a field of the same layout.
+  // What grad() and dual() return: a field of the same type (a buffer ctgrad
+  // allocated for a strided view is packed; strides() says where it lies).
   using companion_type = field<T, Rank, Flags & flags::strided>;
 
   // A rank-0 field always holds one value; a default-constructed field of

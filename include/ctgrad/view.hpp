@@ -202,6 +202,24 @@ field<T, Rank, F> make_view(T* data, std::array<std::int64_t, Rank> const& shape
                        "', which lays the memory out differently (other extents, strides or element type): the two "
                        "would not see each other's writes. Fix: view the memory one way, or let the other view go "
                        "first");
+      // A gradient or tangent buffer the program gave, on one side or the
+      // other, that shares bytes with a buffer of the other view: values
+      // and gradients would be added into each other.
+      if (count > 0) {
+        char const* const buffer_names[] = {"values", "gradient buffer", "tangent buffer"};
+        void const* const ours[] = {data, opts.grad, opts.dual};
+        for (int mine = 0; mine < 3; ++mine)
+          for (int theirs = 0; theirs < 3; ++theirs) {
+            if ((mine == 0 && theirs == 0) || !ours[mine] || !s->buffer(theirs)) continue;
+            if (mine == 0 && s->owned[theirs]) continue;  // ctgrad's own allocation
+            if (layouts_overlap(ours[mine], layout, s->buffer(theirs), s->layout_of(theirs)))
+              view_error("CTG-FIELD-008", name,
+                         std::string("the ") + buffer_names[mine] + " of this view and the " + buffer_names[theirs] +
+                             " of the live view '" + s->name +
+                             "' share bytes: gradients and values would be added into each other. Fix: give each view "
+                             "gradient and tangent memory of its own, apart from every viewed member");
+          }
+      }
     }
     if (storage) {
       auto companion = [&](void*& buffer, bool& owned, T* given, char const* what, int which) {

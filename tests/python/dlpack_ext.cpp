@@ -65,7 +65,7 @@ struct exported {
 
 // The loss and its gradient with respect to the tensor, which the field
 // views in place (any strides): the tensor's own memory is read, and the
-// gradient is a buffer ctgrad allocated with the tensor's layout.
+// gradient is a buffer ctgrad allocated, packed row-major (its DLPack strides say so).
 nb::tuple cube_sum_and_gradient(nb::handle producer) {
   grid x = ctg::from_dlpack<float, 2, ctg::grad | ctg::strided>(take_tensor(producer), {.name = "x"});
   ctg::field<float, 0, ctg::grad> loss({.name = "loss"});

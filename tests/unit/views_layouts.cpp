@@ -161,6 +161,31 @@ TEST_CASE("bad input is an error naming the field") {
     CHECK_THROWS_WITH_AS(ctg::view_member<ctg::grad>(bodies, &body::mass, {.name = "m", .grad = &bodies[0].mass}),
                          doctest::Contains("CTG-FIELD-008 field 'm'"), ctg::launch_error);
   }
+  SUBCASE("a gradient buffer that is another live view's values, in either order: CTG-FIELD-008") {
+    struct cell {
+      double a;
+      double b;
+    };
+    std::vector<cell> c(3, cell{2.0, 5.0});
+    {
+      auto a = ctg::view_member<ctg::grad>(c, &cell::a, {.name = "a", .grad = &c[0].b});
+      CHECK_THROWS_WITH_AS(ctg::view_member(c, &cell::b, {.name = "b"}),
+                           doctest::Contains("CTG-FIELD-008 field 'b': the values of this view and the gradient "
+                                             "buffer of the live view 'a' share bytes"),
+                           ctg::launch_error);
+    }
+    {
+      auto b = ctg::view_member(c, &cell::b, {.name = "b"});
+      CHECK_THROWS_WITH_AS(ctg::view_member<ctg::grad>(c, &cell::a, {.name = "a", .grad = &c[0].b}),
+                           doctest::Contains("CTG-FIELD-008 field 'a': the gradient buffer of this view and the "
+                                             "values of the live view 'b' share bytes"),
+                           ctg::launch_error);
+      // Gradient memory apart from every viewed member (laid out like the values) is fine.
+      std::vector<cell> grads(3, cell{0.0, 0.0});
+      CHECK_NOTHROW(ctg::view_member<ctg::grad>(c, &cell::a, {.name = "a", .grad = &grads[0].a}));
+    }
+    CHECK(c[0].b == 5.0);  // nothing was written
+  }
   SUBCASE("device memory without CUDA: CTG-FIELD-011") {
 #if !defined(CTG_HAS_CUDA)
     CHECK_THROWS_WITH_AS(ctg::view_member(bodies, &body::mass, {.name = "m", .space = ctg::device}),
