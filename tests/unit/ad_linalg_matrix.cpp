@@ -242,3 +242,35 @@ TEST_CASE("forward mode: tangent through the transpose of a non-square matrix") 
   double const want = 2 * (a0.transpose() * u).dot(da.transpose() * u) + 2 * (a0.array() * da.array()).sum();
   CHECK(loss.dual().at() == Approx(want).epsilon(1e-13));
 }
+
+TEST_CASE("row-major matrix elements combined with column-major values pair entries by row and column") {
+  // A row-major element next to a column-major value (a transpose, a
+  // captured constant): their k-th stored coefficients are different
+  // entries, so sums, differences and dot products go by (row, column).
+  using RM = Eigen::Matrix<double, 3, 3, Eigen::RowMajor>;
+  ctg::field<RM, 1, ctg::grad> c({1}, {.name = "c"}), h({1}, {.name = "h"});
+  ctg::field<double, 1, ctg::grad> f({1}, {.name = "f"});
+  RM c0;
+  c0 << 2.0, 0.5, -0.3, 0.4, 1.7, 0.6, -0.2, 0.9, 3.1;
+  c.at(0) = c0;
+  M3 const identity = M3::Identity();
+  auto k = ctg::kernel<"mixed_orders">([=](auto c, auto h, auto f) {
+    return ctg::range(c.size(), [=](auto i) {
+      return ctg::block(h[i] = c[i] + ctg::transpose(c[i]) - identity, f[i] = ctg::dot(c[i], ctg::transpose(c[i])));
+    });
+  });
+  k(c, h, f);
+  M3 const cm = c0;  // the same entries, column-major
+  for (int r = 0; r < 3; ++r)
+    for (int s = 0; s < 3; ++s) CHECK(h.at(0)(r, s) == Approx(cm(r, s) + cm(s, r) - (r == s ? 1.0 : 0.0)));
+  CHECK(f.at(0) == Approx((cm * cm).trace()));  // sum over (r, s) of c(r, s) c(s, r)
+
+  // Seeds W on h and 0.5 on f: dc = W + W^T + 0.5 * 2 c^T.
+  RM w;
+  w << 1.0, -2.0, 0.5, 3.0, 0.25, -1.5, 0.75, 2.5, -0.5;
+  h.grad().at(0) = w;
+  f.grad().at(0) = 0.5;
+  k.grad(c, h, f);
+  for (int r = 0; r < 3; ++r)
+    for (int s = 0; s < 3; ++s) CHECK(c.grad().at(0)(r, s) == Approx(w(r, s) + w(s, r) + cm(s, r)));
+}

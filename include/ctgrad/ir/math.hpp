@@ -44,8 +44,18 @@ CTG_HOST_DEVICE auto zip_coeffs(A const& a, B const& b, F f) {
                       int(A::ColsAtCompileTime) == int(B::ColsAtCompileTime),
                   "CTG-EXPR-002 coefficient-wise operation on matrices of different shapes");
     A out;
-    CTG_UNROLL
-    for (int k = 0; k < int(A::SizeAtCompileTime); ++k) out.coeffRef(k) = f(a.coeff(k), b.coeff(k));
+    if constexpr (bool(A::IsRowMajor) == bool(B::IsRowMajor)) {
+      CTG_UNROLL
+      for (int k = 0; k < int(A::SizeAtCompileTime); ++k) out.coeffRef(k) = f(a.coeff(k), b.coeff(k));
+    } else {
+      // Storage orders differ (a row-major element and a column-major
+      // value): the k-th stored coefficients are not the same entry.
+      CTG_UNROLL
+      for (int r = 0; r < int(A::RowsAtCompileTime); ++r) {
+        CTG_UNROLL
+        for (int c = 0; c < int(A::ColsAtCompileTime); ++c) out.coeffRef(r, c) = f(a.coeff(r, c), b.coeff(r, c));
+      }
+    }
     return out;
   } else if constexpr (is_mat<A>) {
     A out;
@@ -258,8 +268,17 @@ struct dot {
                       int(A::SizeAtCompileTime) == int(B::SizeAtCompileTime),
                   "CTG-EXPR-002 dot takes two vectors of the same size");
     typename A::Scalar s(0);
-    CTG_UNROLL
-    for (int k = 0; k < int(A::SizeAtCompileTime); ++k) s += a.coeff(k) * b.coeff(k);
+    if constexpr (bool(A::IsRowMajor) == bool(B::IsRowMajor) || int(A::RowsAtCompileTime) == 1 ||
+                  int(A::ColsAtCompileTime) == 1) {
+      CTG_UNROLL
+      for (int k = 0; k < int(A::SizeAtCompileTime); ++k) s += a.coeff(k) * b.coeff(k);
+    } else {  // matrices stored in different orders: pair entries by (row, column)
+      CTG_UNROLL
+      for (int r = 0; r < int(A::RowsAtCompileTime); ++r) {
+        CTG_UNROLL
+        for (int c = 0; c < int(A::ColsAtCompileTime); ++c) s += a.coeff(r, c) * b.coeff(r, c);
+      }
+    }
     return s;
   }
 };
