@@ -42,16 +42,15 @@ CTG_HOST_DEVICE T convert(V const& v) {
 // range (checked builds; the failure is recorded in the launch status).
 template <class View, class Fr, class... I>
 CTG_HOST_DEVICE auto* element_pointer(View const& v, buffer which, int param, Fr& f, I... idx) {
-  using T = typename View::value_type;
 #if CTG_BOUNDS_CHECK
   if (!v.in_bounds(idx...)) {
     report_index(f.status, param, idx...);
-    return static_cast<T*>(nullptr);
+    return static_cast<typename View::value_type*>(nullptr);
   }
 #else
   (void)f, (void)param;
 #endif
-  return static_cast<T*>(detail::buffer_element(v, int(which), idx...));
+  return detail::buffer_element(v, int(which), idx...);
 }
 
 // Whether element_pointer found its index out of range. Never in unchecked

@@ -37,6 +37,26 @@ CTG_HOST_DEVICE M map_coeffs(M const& m, F f) {
   return out;
 }
 
+// Calls f(at...) once per entry of two matrices of the same entries, `at`
+// addressing the entry in both: one linear index when both are stored in one
+// order (or are vectors), a (row, column) pair otherwise, since the k-th
+// stored coefficient of a row-major and of a column-major matrix are
+// different entries.
+template <class A, class B, class F>
+CTG_HOST_DEVICE void for_each_entry(F f) {
+  if constexpr (bool(A::IsRowMajor) == bool(B::IsRowMajor) || int(A::RowsAtCompileTime) == 1 ||
+                int(A::ColsAtCompileTime) == 1) {
+    CTG_UNROLL
+    for (int k = 0; k < int(A::SizeAtCompileTime); ++k) f(k);
+  } else {
+    CTG_UNROLL
+    for (int r = 0; r < int(A::RowsAtCompileTime); ++r) {
+      CTG_UNROLL
+      for (int c = 0; c < int(A::ColsAtCompileTime); ++c) f(r, c);
+    }
+  }
+}
+
 template <class A, class B, class F>
 CTG_HOST_DEVICE auto zip_coeffs(A const& a, B const& b, F f) {
   if constexpr (is_mat<A> && is_mat<B>) {
@@ -44,18 +64,7 @@ CTG_HOST_DEVICE auto zip_coeffs(A const& a, B const& b, F f) {
                       int(A::ColsAtCompileTime) == int(B::ColsAtCompileTime),
                   "CTG-EXPR-002 coefficient-wise operation on matrices of different shapes");
     A out;
-    if constexpr (bool(A::IsRowMajor) == bool(B::IsRowMajor)) {
-      CTG_UNROLL
-      for (int k = 0; k < int(A::SizeAtCompileTime); ++k) out.coeffRef(k) = f(a.coeff(k), b.coeff(k));
-    } else {
-      // Storage orders differ (a row-major element and a column-major
-      // value): the k-th stored coefficients are not the same entry.
-      CTG_UNROLL
-      for (int r = 0; r < int(A::RowsAtCompileTime); ++r) {
-        CTG_UNROLL
-        for (int c = 0; c < int(A::ColsAtCompileTime); ++c) out.coeffRef(r, c) = f(a.coeff(r, c), b.coeff(r, c));
-      }
-    }
+    for_each_entry<A, B>([&](auto... at) { out.coeffRef(at...) = f(a.coeff(at...), b.coeff(at...)); });
     return out;
   } else if constexpr (is_mat<A>) {
     A out;
@@ -268,17 +277,7 @@ struct dot {
                       int(A::SizeAtCompileTime) == int(B::SizeAtCompileTime),
                   "CTG-EXPR-002 dot takes two vectors of the same size");
     typename A::Scalar s(0);
-    if constexpr (bool(A::IsRowMajor) == bool(B::IsRowMajor) || int(A::RowsAtCompileTime) == 1 ||
-                  int(A::ColsAtCompileTime) == 1) {
-      CTG_UNROLL
-      for (int k = 0; k < int(A::SizeAtCompileTime); ++k) s += a.coeff(k) * b.coeff(k);
-    } else {  // matrices stored in different orders: pair entries by (row, column)
-      CTG_UNROLL
-      for (int r = 0; r < int(A::RowsAtCompileTime); ++r) {
-        CTG_UNROLL
-        for (int c = 0; c < int(A::ColsAtCompileTime); ++c) s += a.coeff(r, c) * b.coeff(r, c);
-      }
-    }
+    detail::for_each_entry<A, B>([&](auto... at) { s += a.coeff(at...) * b.coeff(at...); });
     return s;
   }
 };
