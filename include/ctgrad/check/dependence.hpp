@@ -261,24 +261,16 @@ constexpr void enter_loop(Loop const* n, Ev const& ev, access_space& space) {
   }
 }
 
-// Enters the loops on the path from `root` to an access (its ancestors).
-template <class Root, class Path, class Prefix = std::index_sequence<>>
-struct path_loops;
-template <class Root, std::size_t... Done>
-struct path_loops<Root, std::index_sequence<>, std::index_sequence<Done...>> {
+// Enters the loops around an access (their paths from `root`, outermost
+// first: an event's loop_paths).
+template <class Root, class LoopPaths>
+struct loops_around;
+template <class Root, class... P>
+struct loops_around<Root, detail::type_list<P...>> {
   template <class Ev>
-  static constexpr void enter(Root const*, Ev const&, access_space&) {}
-};
-template <class Root, std::size_t P, std::size_t... Rest, std::size_t... Done>
-struct path_loops<Root, std::index_sequence<P, Rest...>, std::index_sequence<Done...>> {
-  using here = ir::node_at_t<Root, std::index_sequence<Done...>>;
-  template <class Ev>
-  static constexpr void enter(Root const* root, Ev const& ev, access_space& space) {
-    if constexpr (ir::is_loop_op<typename here::op_type>) {
-      here const* n = root ? &ir::node_at<std::index_sequence<Done...>>::get(*root) : nullptr;
-      enter_loop(n, ev, space);
-    }
-    path_loops<Root, std::index_sequence<Rest...>, std::index_sequence<Done..., P>>::enter(root, ev, space);
+  static constexpr void enter([[maybe_unused]] Root const* root, Ev const& ev, access_space& space) {
+    (enter_loop(root ? &ir::node_at<P>::get(*root) : static_cast<ir::node_at_t<Root, P> const*>(nullptr), ev, space),
+     ...);
   }
 };
 

@@ -24,12 +24,20 @@ constexpr int entry_level(int e) { return (e / 16) % 16; }
 constexpr int entry_axes(int e) { return e % 16; }
 inline constexpr int while_level = 15;
 
-template <access_kind Kind, class Path, bool Needed, class Loops>
+// Access is the access node itself and Around what surrounds it (funcs and
+// loops): both are known where the walk meets the access, so the checks read
+// them here instead of walking the path down from the root again for every
+// event (which costs the depth of the tree per event, and per pair of events
+// in the pairwise checks).
+template <access_kind Kind, class Path, bool Needed, class Loops, class Access, class Around>
 struct event {
   static constexpr access_kind kind = Kind;
   using path = Path;
   static constexpr bool needed = Needed;
   using loops = Loops;  // std::integer_sequence<int, loop_entry...>, outermost first
+  using access = Access;
+  using funcs = typename Around::funcs;            // detail::type_list<op::func_scope<...>...>
+  using loop_paths = typename Around::loop_paths;  // paths of the loop nodes around it
 };
 
 template <std::size_t... P>
@@ -47,6 +55,28 @@ struct loops_append;
 template <int... S, int Site>
 struct loops_append<std::integer_sequence<int, S...>, Site> {
   using type = std::integer_sequence<int, S..., Site>;
+};
+
+// What surrounds a node: the funcs it sits in and the paths of the loop
+// nodes above it, both outermost first.
+template <class Around, class LoopPaths>
+struct around {
+  using funcs = Around;            // detail::type_list<op::func_scope<...>...>
+  using loop_paths = LoopPaths;  // detail::type_list<std::index_sequence<...>...>
+};
+// What surrounds the kids of the node at Path: one func more below a func,
+// one loop more below a loop (its bounds included, as they sit below it).
+template <class Op, class Path, class Around>
+struct around_kids {
+  using type = Around;
+};
+template <class Name, class Path, class... F, class L>
+struct around_kids<op::func_scope<Name>, Path, around<detail::type_list<F...>, L>> {
+  using type = around<detail::type_list<F..., op::func_scope<Name>>, L>;
+};
+template <loop_kind K, int Level, int A, int Site, class Path, class F, class... L>
+struct around_kids<op::loop<K, Level, A, Site>, Path, around<F, detail::type_list<L...>>> {
+  using type = around<F, detail::type_list<L..., Path>>;
 };
 
 template <class... L>
@@ -72,13 +102,14 @@ struct event_walk {
   static constexpr bool needed_slot(int s) { return Analysis::needed[s]; }
 
   // ---- expressions: loads ------------------------------------------------------------------------
-  template <class E, class Path, bool Need, class Loops>
+  template <class E, class Path, bool Need, class Loops, class Around>
   struct expr {
     using type = detail::type_list<>;
   };
-  template <class Op, class... K, class Path, bool Need, class Loops>
-  struct expr<node<Op, K...>, Path, Need, Loops> {
+  template <class Op, class... K, class Path, bool Need, class Loops, class Around>
+  struct expr<node<Op, K...>, Path, Need, Loops, Around> {
     using N = node<Op, K...>;
+    using inner_around = typename around_kids<Op, Path, Around>::type;
     template <std::size_t I>
     static constexpr bool kid_need() {
       using Kid = detail::tuple_element_t<I, detail::tuple<K...>>;
@@ -103,11 +134,11 @@ struct event_walk {
     }
     template <std::size_t... Is>
     static auto kids_events(std::index_sequence<Is...>)
-        -> join_lists<typename expr<K, typename path_append<Path, Is>::type, kid_need<Is>(), Loops>::type...>;
+        -> join_lists<typename expr<K, typename path_append<Path, Is>::type, kid_need<Is>(), Loops, inner_around>::type...>;
     using kids_type = typename decltype(kids_events(std::index_sequence_for<K...>{}))::type;
     // Loads of the indices come before the load itself.
     using own = std::conditional_t<is_access_op<Op>,
-                                   detail::type_list<event<access_kind::load, Path, Need, Loops>>,
+                                   detail::type_list<event<access_kind::load, Path, Need, Loops, N, Around>>,
                                    detail::type_list<>>;
     using type = detail::concat_t<kids_type, own>;
   };
@@ -119,22 +150,23 @@ struct event_walk {
   };
 
   // ---- statements ------------------------------------------------------------------------------
-  template <class S, class Path, class Loops>
+  template <class S, class Path, class Loops, class Around>
   struct stmt {
     using type = detail::type_list<>;
   };
 
-  template <class K, class Path, class Loops, std::size_t... Is>
+  template <class K, class Path, class Loops, class Around, std::size_t... Is>
   static auto seq(std::index_sequence<Is...>)
-      -> join_lists<typename stmt<detail::tuple_element_t<Is, K>, typename path_append<Path, Is>::type, Loops>::type...>;
+      -> join_lists<typename stmt<detail::tuple_element_t<Is, K>, typename path_append<Path, Is>::type, Loops, Around>::type...>;
 
-  template <class... S, class Path, class Loops>
-  struct stmt<node<op::block, S...>, Path, Loops> {
-    using type = typename decltype(seq<detail::tuple<S...>, Path, Loops>(std::index_sequence_for<S...>{}))::type;
+  template <class... S, class Path, class Loops, class Around>
+  struct stmt<node<op::block, S...>, Path, Loops, Around> {
+    using type = typename decltype(seq<detail::tuple<S...>, Path, Loops, Around>(std::index_sequence_for<S...>{}))::type;
   };
-  template <class Name, class K, class Path, class Loops>
-  struct stmt<node<op::func_scope<Name>, K>, Path, Loops> {
-    using type = typename stmt<K, typename path_append<Path, 0>::type, Loops>::type;
+  template <class Name, class K, class Path, class Loops, class Around>
+  struct stmt<node<op::func_scope<Name>, K>, Path, Loops, Around> {
+    using type = typename stmt<K, typename path_append<Path, 0>::type, Loops,
+                               typename around_kids<op::func_scope<Name>, Path, Around>::type>::type;
   };
 
   // The written element of a store or atomic, seen through a component.
@@ -150,7 +182,7 @@ struct event_walk {
     using path = typename path_append<Path, 0>::type;
   };
 
-  template <class L, class E, class Path, class Loops, access_kind Kind>
+  template <class L, class E, class Path, class Loops, class Around, access_kind Kind>
   struct write_events {
     using lhs_path = typename path_append<Path, 0>::type;
     using W = written<L, lhs_path>;
@@ -159,7 +191,7 @@ struct event_walk {
     template <std::size_t... Is>
     static auto index_events(std::index_sequence<Is...>)
         -> join_lists<typename expr<std::remove_cvref_t<decltype(kid<Is>(std::declval<A>()))>,
-                                    typename path_append<typename W::path, Is>::type, true, Loops>::type...>;
+                                    typename path_append<typename W::path, Is>::type, true, Loops, Around>::type...>;
     template <class LL, class = void>
     struct component_index_events {
       using type = detail::type_list<>;
@@ -168,70 +200,72 @@ struct event_walk {
     struct component_index_events<node<op::component, V, I...>> {
       template <std::size_t... Is>
       static auto go(std::index_sequence<Is...>)
-          -> join_lists<typename expr<I, typename path_append<lhs_path, Is + 1>::type, true, Loops>::type...>;
+          -> join_lists<typename expr<I, typename path_append<lhs_path, Is + 1>::type, true, Loops, Around>::type...>;
       using type = typename decltype(go(std::index_sequence_for<I...>{}))::type;
     };
     using type = typename join_lists<
         typename decltype(index_events(std::make_index_sequence<A::arity>{}))::type,
         typename component_index_events<L>::type,
-        typename expr<E, typename path_append<Path, 1>::type, false, Loops>::type,
-        detail::type_list<event<Kind, typename W::path, false, Loops>>>::type;
+        typename expr<E, typename path_append<Path, 1>::type, false, Loops, Around>::type,
+        detail::type_list<event<Kind, typename W::path, false, Loops, A, Around>>>::type;
   };
 
-  template <class L, class E, class Path, class Loops>
-  struct stmt<node<op::store, L, E>, Path, Loops> {
-    using type = typename write_events<L, E, Path, Loops, access_kind::store>::type;
+  template <class L, class E, class Path, class Loops, class Around>
+  struct stmt<node<op::store, L, E>, Path, Loops, Around> {
+    using type = typename write_events<L, E, Path, Loops, Around, access_kind::store>::type;
   };
-  template <atomic_kind K, class L, class E, class Path, class Loops>
-  struct stmt<node<op::atomic<K>, L, E>, Path, Loops> {
-    using type = typename write_events<L, E, Path, Loops,
+  template <atomic_kind K, class L, class E, class Path, class Loops, class Around>
+  struct stmt<node<op::atomic<K>, L, E>, Path, Loops, Around> {
+    using type = typename write_events<L, E, Path, Loops, Around,
                                        (K == atomic_kind::add || K == atomic_kind::sub) ? access_kind::accumulate
                                                                                         : access_kind::extremum>::type;
   };
-  template <int Site, class L, class E, class Path, class Loops>
-  struct stmt<node<op::assign<Site>, L, E>, Path, Loops> {
+  template <int Site, class L, class E, class Path, class Loops, class Around>
+  struct stmt<node<op::assign<Site>, L, E>, Path, Loops, Around> {
     static constexpr bool need = needed_slot(eval::assigned_local<L>::slot);
-    using type = typename join_lists<typename expr<L, typename path_append<Path, 0>::type, need, Loops>::type,
-                                     typename expr<E, typename path_append<Path, 1>::type, need, Loops>::type>::type;
+    using type = typename join_lists<typename expr<L, typename path_append<Path, 0>::type, need, Loops, Around>::type,
+                                     typename expr<E, typename path_append<Path, 1>::type, need, Loops, Around>::type>::type;
   };
-  template <int... S, class... K, class Path, class Loops>
-  struct stmt<node<op::let<S...>, K...>, Path, Loops> {
+  template <int... S, class... K, class Path, class Loops, class Around>
+  struct stmt<node<op::let<S...>, K...>, Path, Loops, Around> {
     static constexpr int slots[] = {S...};
     template <std::size_t... Is>
     static auto inits(std::index_sequence<Is...>)
         -> join_lists<typename expr<detail::tuple_element_t<Is, detail::tuple<K...>>, typename path_append<Path, Is>::type,
-                                    needed_slot(slots[Is]), Loops>::type...>;
+                                    needed_slot(slots[Is]), Loops, Around>::type...>;
     using body = detail::tuple_element_t<sizeof...(S), detail::tuple<K...>>;
     using type = detail::concat_t<typename decltype(inits(std::make_index_sequence<sizeof...(S)>{}))::type,
-                                  typename stmt<body, typename path_append<Path, sizeof...(S)>::type, Loops>::type>;
+                                  typename stmt<body, typename path_append<Path, sizeof...(S)>::type, Loops, Around>::type>;
   };
-  template <int Site, class C, class T, class E, class Path, class Loops>
-  struct stmt<node<op::if_<Site>, C, T, E>, Path, Loops> {
-    using type = typename join_lists<typename expr<C, typename path_append<Path, 0>::type, true, Loops>::type,
-                                     typename stmt<T, typename path_append<Path, 1>::type, Loops>::type,
-                                     typename stmt<E, typename path_append<Path, 2>::type, Loops>::type>::type;
+  template <int Site, class C, class T, class E, class Path, class Loops, class Around>
+  struct stmt<node<op::if_<Site>, C, T, E>, Path, Loops, Around> {
+    using type = typename join_lists<typename expr<C, typename path_append<Path, 0>::type, true, Loops, Around>::type,
+                                     typename stmt<T, typename path_append<Path, 1>::type, Loops, Around>::type,
+                                     typename stmt<E, typename path_append<Path, 2>::type, Loops, Around>::type>::type;
   };
-  template <int Site, class C, class B, class Path, class Loops>
-  struct stmt<node<op::while_<Site>, C, B>, Path, Loops> {
+  template <int Site, class C, class B, class Path, class Loops, class Around>
+  struct stmt<node<op::while_<Site>, C, B>, Path, Loops, Around> {
     using inner = typename loops_append<Loops, loop_entry(Site, while_level, 0)>::type;
-    using type = typename join_lists<typename expr<C, typename path_append<Path, 0>::type, true, inner>::type,
-                                     typename stmt<B, typename path_append<Path, 1>::type, inner>::type>::type;
+    using type = typename join_lists<typename expr<C, typename path_append<Path, 0>::type, true, inner, Around>::type,
+                                     typename stmt<B, typename path_append<Path, 1>::type, inner, Around>::type>::type;
   };
-  template <loop_kind Kd, int L, int A, int Site, class... K, class Path, class Loops>
-  struct stmt<node<op::loop<Kd, L, A, Site>, K...>, Path, Loops> {
+  template <loop_kind Kd, int L, int A, int Site, class... K, class Path, class Loops, class Around>
+  struct stmt<node<op::loop<Kd, L, A, Site>, K...>, Path, Loops, Around> {
+    using below = typename around_kids<op::loop<Kd, L, A, Site>, Path, Around>::type;
     template <std::size_t... Is>
     static auto bounds(std::index_sequence<Is...>)
         -> join_lists<typename expr<detail::tuple_element_t<Is, detail::tuple<K...>>, typename path_append<Path, Is>::type,
-                                    true, Loops>::type...>;
+                                    true, Loops, below>::type...>;
     using inner = typename loops_append<Loops, loop_entry(Site, L, A)>::type;
     using body = detail::tuple_element_t<2 * A, detail::tuple<K...>>;
     using type = detail::concat_t<typename decltype(bounds(std::make_index_sequence<2 * A>{}))::type,
-                                  typename stmt<body, typename path_append<Path, 2 * A>::type, inner>::type>;
+                                  typename stmt<body, typename path_append<Path, 2 * A>::type, inner, below>::type>;
   };
 };
 
 template <class Analysis, class Body>
-using events_t = typename event_walk<Analysis>::template stmt<Body, std::index_sequence<>,
-                                                              std::integer_sequence<int>>::type;
+using events_t =
+    typename event_walk<Analysis>::template stmt<Body, std::index_sequence<>, std::integer_sequence<int>,
+                                                 around<detail::type_list<>, detail::type_list<>>>::type;
 
 }  // namespace ctg::check

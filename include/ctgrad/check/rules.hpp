@@ -4,6 +4,7 @@
 // time (null pointers: only compile-time constants known) and, for pairs that
 // plain numbers decide, again at launch on the real IR and arguments.
 #pragma once
+#include <array>
 #include <type_traits>
 #include <utility>
 
@@ -82,18 +83,12 @@ struct func_chain {
     for (; *name && n < 95; ++name) s[n++] = *name;
   }
 };
-// The funcs on the path from a root to a node, outermost first.
-template <class Here, class Path>
-struct path_funcs {
-  static constexpr void into(func_chain&) {}
-};
-template <class Here, std::size_t P, std::size_t... Rest>
-struct path_funcs<Here, std::index_sequence<P, Rest...>> {
-  static constexpr void into(func_chain& c) {
-    if constexpr (is_func_scope_op<typename Here::op_type>) c.append(Here::op_type::name.c_str());
-    using kid_t = std::remove_cvref_t<decltype(detail::get<P>(std::declval<Here const&>().kids))>;
-    path_funcs<kid_t, std::index_sequence<Rest...>>::into(c);
-  }
+// The funcs an event sits in (its funcs list, outermost first).
+template <class Funcs>
+struct funcs_into;
+template <class... F>
+struct funcs_into<detail::type_list<F...>> {
+  static constexpr void into(func_chain& c) { (c.append(F::name.c_str()), ...); }
 };
 // The funcs wrapping a top-level statement (a func holding the offload loop).
 template <class S>
@@ -137,7 +132,7 @@ constexpr auto const* node_ptr(Root const* root) {
 }
 
 template <class Ev, class Root>
-using event_access_t = node_at_t<Root, typename Ev::path>;
+using event_access_t = typename Ev::access;
 
 template <class Acc>
 constexpr bool differentiable_access() {
@@ -306,12 +301,12 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     return V::body_ptr(offs ? &detail::get<K>(*offs) : static_cast<offload_t<K> const*>(nullptr));
   }
 
-  // The funcs a node of offload K sits in, outermost first.
-  template <std::size_t K, class Path>
+  // The funcs event Ev of offload K sits in, outermost first.
+  template <std::size_t K, class Ev>
   static constexpr func_chain chain_of() {
     func_chain c;
     view<K>::wrapping(c);
-    path_funcs<typename view<K>::body, Path>::into(c);
+    if constexpr (!std::is_void_v<Ev>) funcs_into<typename Ev::funcs>::into(c);
     return c;
   }
   static constexpr func_chain deeper(func_chain const& a, func_chain const& b) { return b.n > a.n ? b : a; }
@@ -366,7 +361,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     ctg::analysis::interval_eval<Args> const ev{args, written_params};
     access_space space{};
     if constexpr (view<K>::parallel) enter_loop(view<K>::loop_ptr(offload_ptr<K>(offs)), ev, space);
-    path_loops<typename view<K>::body, typename E::path>::enter(body_ptr<K>(offs), ev, space);
+    loops_around<typename view<K>::body, typename E::loop_paths>::enter(body_ptr<K>(offs), ev, space);
     return space;
   }
 
@@ -428,37 +423,76 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     return {v == verdict::ok ? verdict::unknown : v, true};
   }
 
+  // The pairwise checks below visit only the pairs of events that can
+  // matter (a write and a read of the same field): which pairs those are is
+  // worked out from one table per offload, a row per event, by loops in a
+  // constant expression, and only those pairs are instantiated. Nesting one
+  // lambda per event inside one per event instead instantiated every pair,
+  // the square of the number of accesses, most of them for nothing.
+  struct event_row {
+    access_kind kind = access_kind::load;
+    bool needed = false;
+    int param = -1;
+    bool primal = false;
+    bool differentiable = false;
+  };
+  template <class List>
+  struct event_rows;
+  template <class... E>
+  struct event_rows<detail::type_list<E...>> {
+    static constexpr std::size_t size = sizeof...(E);
+    static constexpr event_row rows[size > 0 ? size : 1] = {
+        event_row{E::kind, E::needed, E::access::op_type::param, E::access::op_type::which == buffer::primal,
+                  differentiable_access<typename E::access>()}...};
+  };
+  struct event_pair {
+    std::size_t first = 0, second = 0;
+  };
+  // The pairs (i, j), i outermost, for which Match(row i, row j) holds.
+  template <class RowsA, class RowsB, class Match>
+  static constexpr std::size_t count_pairs(Match match) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < RowsA::size; ++i)
+      for (std::size_t j = 0; j < RowsB::size; ++j) n += match(RowsA::rows[i], RowsB::rows[j]) ? 1 : 0;
+    return n;
+  }
+  template <class RowsA, class RowsB, std::size_t N, class Match>
+  static constexpr std::array<event_pair, N> list_pairs(Match match) {
+    std::array<event_pair, N> out{};
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < RowsA::size; ++i)
+      for (std::size_t j = 0; j < RowsB::size; ++j)
+        if (match(RowsA::rows[i], RowsB::rows[j])) out[n++] = {i, j};
+    return out;
+  }
+
+  // D2 pairs: a write (i) and a read (j) of one differentiable field.
+  static constexpr bool d2_match(event_row const& w, event_row const& l) {
+    return (w.kind == access_kind::store || w.kind == access_kind::accumulate) && w.differentiable &&
+           l.kind == access_kind::load && l.param == w.param && l.differentiable;
+  }
+  template <std::size_t K>
+  static constexpr auto d2_pairs = [] {
+    using rows = event_rows<events<K>>;
+    constexpr auto match = [](event_row const& w, event_row const& l) { return d2_match(w, l); };
+    return list_pairs<rows, rows, count_pairs<rows, rows>(match)>(match);
+  }();
+
   template <std::size_t K>
   static constexpr void d2(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
     if constexpr (view<K>::parallel) {
       using E = typename to_tuple<events<K>>::type;
-      using body = typename view<K>::body;
-      constexpr std::size_t n = to_tuple<events<K>>::size;
-      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        auto over_writes = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-          using SI = detail::tuple_element_t<I, E>;
-          if constexpr (SI::kind == access_kind::store || SI::kind == access_kind::accumulate) {
-            using SA = event_access_t<SI, body>;
-            if constexpr (differentiable_access<SA>()) {
-              [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-                auto pair = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-                  using LJ = detail::tuple_element_t<J, E>;
-                  if constexpr (LJ::kind == access_kind::load) {
-                    using LA = event_access_t<LJ, body>;
-                    if constexpr (LA::op_type::param == SA::op_type::param && differentiable_access<LA>()) {
-                      pair_verdict const v = d2_verdict<K, SI, LJ>(offs, args, at_launch);
-                      record(r, v, at_launch, finding::cross_iteration_raw, SA::op_type::param, int(K),
-                             deeper(chain_of<K, typename SI::path>(), chain_of<K, typename LJ::path>()).s);
-                    }
-                  }
-                };
-                (pair(std::integral_constant<std::size_t, Js>{}), ...);
-              }(std::make_index_sequence<n>{});
-            }
-          }
+      [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
+        auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
+          using SI = detail::tuple_element_t<d2_pairs<K>[P].first, E>;
+          using LJ = detail::tuple_element_t<d2_pairs<K>[P].second, E>;
+          pair_verdict const v = d2_verdict<K, SI, LJ>(offs, args, at_launch);
+          record(r, v, at_launch, finding::cross_iteration_raw, SI::access::op_type::param, int(K),
+                 deeper(chain_of<K, SI>(), chain_of<K, LJ>()).s);
         };
-        (over_writes(std::integral_constant<std::size_t, Is>{}), ...);
-      }(std::make_index_sequence<n>{});
+        (void)pair;  // no pairs: nothing to check
+        (pair(std::integral_constant<std::size_t, Ps>{}), ...);
+      }(std::make_index_sequence<d2_pairs<K>.size()>{});
     }
   }
 
@@ -558,56 +592,52 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   };
   static constexpr int tracked_params = Args::size < 64 ? int(Args::size) : 64;
 
+  // D3 pairs: a needed read of a field's values in offload A (i) and a
+  // write of them in offload B (j).
+  static constexpr bool order_match(event_row const& l, event_row const& w) {
+    return l.kind == access_kind::load && l.needed && l.primal &&
+           (w.kind == access_kind::store || w.kind == access_kind::accumulate) && w.param == l.param && w.primal;
+  }
+  template <std::size_t A, std::size_t B>
+  static constexpr auto order_pair_list = [] {
+    using rows_a = event_rows<events<A>>;
+    using rows_b = event_rows<events<B>>;
+    constexpr auto match = [](event_row const& l, event_row const& w) { return order_match(l, w); };
+    return list_pairs<rows_a, rows_b, count_pairs<rows_a, rows_b>(match)>(match);
+  }();
+
   template <std::size_t A, std::size_t B>
   static constexpr void order_pairs(report& r, param_order* po, offloads_t const* offs, Args const* args,
                                     bool at_launch) {
     using EA = typename to_tuple<events<A>>::type;
     using EB = typename to_tuple<events<B>>::type;
-    using bodyA = typename view<A>::body;
-    using bodyB = typename view<B>::body;
-    constexpr std::size_t na = to_tuple<events<A>>::size, nb = to_tuple<events<B>>::size;
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      auto over_loads = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
-        using LI = detail::tuple_element_t<I, EA>;
-        if constexpr (LI::kind == access_kind::load && LI::needed) {
-          using LA = event_access_t<LI, bodyA>;
-          if constexpr (LA::op_type::which == buffer::primal) {
-            [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-              auto pair = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
-                using SJ = detail::tuple_element_t<J, EB>;
-                if constexpr (SJ::kind == access_kind::store || SJ::kind == access_kind::accumulate) {
-                  using SA = event_access_t<SJ, bodyB>;
-                  constexpr int p = LA::op_type::param;
-                  if constexpr (SA::op_type::param == p && SA::op_type::which == buffer::primal) {
-                    if constexpr (B >= A) {
-                      pair_verdict const v = order_verdict<true, A, B, I, J>(offs, args, at_launch);
-                      if (v.unknowns && !at_launch) r.wants_values = true;
-                      if constexpr (p < tracked_params) {
-                        if (po[p].overwritten != verdict::error && v.v != verdict::ok) {
-                          po[p].offload = int(B);
-                          po[p].func = chain_of<B, typename SJ::path>();
-                        }
-                        po[p].overwritten = either(po[p].overwritten, v.v);
-                      } else {
-                        record(r, v, at_launch, finding::overwritten_after_read, p, int(B),
-                               chain_of<B, typename SJ::path>().s);
-                      }
-                    }
-                    if constexpr (B <= A && p < tracked_params) {
-                      pair_verdict const v = order_verdict<false, A, B, I, J>(offs, args, at_launch);
-                      if (v.unknowns && !at_launch) r.wants_values = true;
-                      po[p].preceded = either(po[p].preceded, v.v);
-                    }
-                  }
-                }
-              };
-              (pair(std::integral_constant<std::size_t, Js>{}), ...);
-            }(std::make_index_sequence<nb>{});
+    [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
+      auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
+        constexpr std::size_t I = order_pair_list<A, B>[P].first, J = order_pair_list<A, B>[P].second;
+        using SJ = detail::tuple_element_t<J, EB>;
+        constexpr int p = detail::tuple_element_t<I, EA>::access::op_type::param;
+        if constexpr (B >= A) {
+          pair_verdict const v = order_verdict<true, A, B, I, J>(offs, args, at_launch);
+          if (v.unknowns && !at_launch) r.wants_values = true;
+          if constexpr (p < tracked_params) {
+            if (po[p].overwritten != verdict::error && v.v != verdict::ok) {
+              po[p].offload = int(B);
+              po[p].func = chain_of<B, SJ>();
+            }
+            po[p].overwritten = either(po[p].overwritten, v.v);
+          } else {
+            record(r, v, at_launch, finding::overwritten_after_read, p, int(B), chain_of<B, SJ>().s);
           }
         }
+        if constexpr (B <= A && p < tracked_params) {
+          pair_verdict const v = order_verdict<false, A, B, I, J>(offs, args, at_launch);
+          if (v.unknowns && !at_launch) r.wants_values = true;
+          po[p].preceded = either(po[p].preceded, v.v);
+        }
       };
-      (over_loads(std::integral_constant<std::size_t, Is>{}), ...);
-    }(std::make_index_sequence<na>{});
+      (void)pair;  // no pairs: nothing to check
+      (pair(std::integral_constant<std::size_t, Ps>{}), ...);
+    }(std::make_index_sequence<order_pair_list<A, B>.size()>{});
   }
 
   // Fields whose values the adjoint reads (any needed load, differentiable or
@@ -680,14 +710,14 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   template <std::size_t K>
   static constexpr void others(report& r) {
     if constexpr (missing_backward<analysis<K>, typename view<K>::body>::value)
-      r.add(finding::no_derivative_rule, -1, int(K), chain_of<K, std::index_sequence<>>().s);
+      r.add(finding::no_derivative_rule, -1, int(K), chain_of<K, void>().s);
     using E = typename to_tuple<events<K>>::type;
     using body = typename view<K>::body;
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto one = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
         using Ev = detail::tuple_element_t<I, E>;
         using Acc = event_access_t<Ev, body>;
-        func_chain const chain = chain_of<K, typename Ev::path>();
+        func_chain const chain = chain_of<K, Ev>();
         char const* func = chain.s;
         if constexpr (Ev::kind == access_kind::extremum && differentiable_access<Acc>())
           r.add(finding::atomic_extremum_on_gradient, Acc::op_type::param, int(K), func);
