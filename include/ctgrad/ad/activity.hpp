@@ -395,38 +395,33 @@ CTG_HOST_DEVICE long long index_shift(node<Op, A, B> const& e, Fr& host) {
     return (long long)eval::forward::eval(kid<0>(e), host);
 }
 
-// Collects the index tuples under which field parameter I (any of its
-// buffers) is touched in a statement, as a type list of node<access...> types.
-template <int I, class S>
-struct accesses_of {
+// Every access node of a statement (any parameter, any buffer), in walk order.
+template <class S>
+struct all_accesses {
   using type = detail::type_list<>;
 };
-template <int I, class Op, class... K>
-struct accesses_of<I, node<Op, K...>> {
-  template <class... Ls>
-  struct join;
-  template <class... Ls>
-  using join_t = typename join<Ls...>::type;
-  template <class L>
-  struct join<L> {
-    using type = L;
-  };
-  template <class A, class B, class... Rest>
-  struct join<A, B, Rest...> {
-    using type = join_t<detail::concat_t<A, B>, Rest...>;
-  };
-  template <class>
-  struct own {
-    using type = detail::type_list<>;
-  };
-  // Every buffer: a kernel that is not differentiated (ctg::forward_only, or
-  // one launched on fields without gradients) may accumulate into x.grad()
-  // or x.dual() through an index of its own, and ownership must see it.
-  template <class T, int R, bool G, bool D, buffer B>
-  struct own<op::access<I, T, R, G, D, B>> {
-    using type = detail::type_list<node<Op, K...>>;
-  };
-  using type = join_t<typename own<Op>::type, typename accesses_of<I, K>::type..., detail::type_list<>>;
+template <class Op, class... K>
+struct all_accesses<node<Op, K...>> {
+  using own = std::conditional_t<is_access_op<Op>, detail::type_list<node<Op, K...>>, detail::type_list<>>;
+  using type = detail::concat_all_t<own, typename all_accesses<K>::type...>;
+};
+template <int I, class List>
+struct accesses_with_param;
+template <int I, class... A>
+struct accesses_with_param<I, detail::type_list<A...>> {
+  using type =
+      detail::concat_all_t<std::conditional_t<A::op_type::param == I, detail::type_list<A>, detail::type_list<>>...>;
+};
+
+// Collects the index tuples under which field parameter I (any of its
+// buffers) is touched in a statement, as a type list of node<access...>
+// types: one walk of the statement, shared by all parameters (every
+// buffer: a kernel that is not differentiated, ctg::forward_only or one
+// launched on fields without gradients, may accumulate into x.grad() or
+// x.dual() through an index of its own, and ownership must see it).
+template <int I, class S>
+struct accesses_of {
+  using type = typename accesses_with_param<I, typename all_accesses<S>::type>::type;
 };
 
 // How many statements of S add into (+=, -=) an element of field parameter

@@ -107,6 +107,19 @@ struct rule {
   static_assert(detail::dependent_false<Fn>, "ctgrad: a math operation was added without its derivative rule");
 };
 
+// Whether the adjoint of a math node reads the value of its operand I: only
+// when the node is active and its rule reads that operand, given which
+// operands are active. Templated on the operation and the flags, not on the
+// node, so that the nodes of one operation share one instantiation (the
+// reverse pass and the checks both ask).
+template <class Fn, int I, bool ActiveNode, bool... ActiveKids>
+constexpr bool operand_value_needed() {
+  if constexpr (Fn::kind == ir::fn::grad_kind::none || !ActiveNode)
+    return false;
+  else
+    return rule<Fn>::template needs<I>(ActiveKids...);
+}
+
 // Unary operations acting coefficient by coefficient: f'(x) from x, from
 // the operation's row of the op table (ir/op_table.hpp). A linear row needs
 // no operand value; a `none` row is never differentiated (its derivative

@@ -177,17 +177,10 @@ struct reverse {
   CTG_HOST_DEVICE static auto record_math(node<op::math<Fn>, K...> const& n, Fr& f, std::index_sequence<Is...>) {
     using N = node<op::math<Fn>, K...>;
     using Record = recorded<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>,
-                      decltype(record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f))...>;
-    Record t{{}, {{{record<Need || kid_needed<N, Fn, int(Is), K...>()>(detail::get<Is>(n.kids), f)}...}}};
+                      decltype(record<Need || operand_value_needed<Fn, int(Is), active<N>, active<K>...>()>(detail::get<Is>(n.kids), f))...>;
+    Record t{{}, {{{record<Need || operand_value_needed<Fn, int(Is), active<N>, active<K>...>()>(detail::get<Is>(n.kids), f)}...}}};
     if constexpr (Need) t.value = Fn::apply(detail::get<Is>(t.kids).value...);
     return t;
-  }
-  template <class N, class Fn, int I, class... K>
-  static constexpr bool kid_needed() {
-    if constexpr (Fn::kind == fn::grad_kind::none || !active<N>)
-      return false;
-    else
-      return rule<Fn>::template needs<I>(active<K>...);
   }
 
   template <bool Need, class Fr, class N, class F, class... K>

@@ -59,9 +59,9 @@ struct loops_append<std::integer_sequence<int, S...>, Site> {
 
 // What surrounds a node: the funcs it sits in and the paths of the loop
 // nodes above it, both outermost first.
-template <class Around, class LoopPaths>
+template <class Funcs, class LoopPaths>
 struct around {
-  using funcs = Around;            // detail::type_list<op::func_scope<...>...>
+  using funcs = Funcs;           // detail::type_list<op::func_scope<...>...>
   using loop_paths = LoopPaths;  // detail::type_list<std::index_sequence<...>...>
 };
 // What surrounds the kids of the node at Path: one func more below a func,
@@ -94,6 +94,30 @@ struct join_lists<A, B, Rest...> {
   using type = typename join_lists<detail::concat_t<A, B>, Rest...>::type;
 };
 
+template <class Op>
+struct math_fn;
+template <class Fn>
+struct math_fn<op::math<Fn>> {
+  using type = Fn;
+};
+// Whether the reverse pass needs the value of kid I of a node of operation
+// Op, given whether it needs the node's own value (Need) and which of the
+// node and its kids are active. Keyed on the operation and the flags rather
+// than the node, so that the nodes of one operation share it.
+template <class Op, std::size_t I, bool Need, bool ActiveNode, bool... ActiveKids>
+constexpr bool kid_value_needed() {
+  if constexpr (is_access_op<Op> || is_custom_op<Op>)
+    return Need || ActiveNode;  // an access: its indices
+  else if constexpr (requires { typename math_fn<Op>::type; })
+    return Need || ad::operand_value_needed<typename math_fn<Op>::type, int(I), ActiveNode, ActiveKids...>();
+  else if constexpr (std::is_same_v<Op, op::select>)
+    return I == 0 ? (Need || ActiveNode) : Need;
+  else if constexpr (std::is_same_v<Op, op::component>)
+    return I == 0 ? Need : (Need || ActiveNode);
+  else
+    return Need;
+}
+
 // Walks statements and expressions. Analysis supplies is_active and needed.
 template <class Analysis>
 struct event_walk {
@@ -110,43 +134,15 @@ struct event_walk {
   struct expr<node<Op, K...>, Path, Need, Loops, Around> {
     using N = node<Op, K...>;
     using inner_around = typename around_kids<Op, Path, Around>::type;
-    template <std::size_t I>
-    static constexpr bool kid_need() {
-      using Kid = detail::tuple_element_t<I, detail::tuple<K...>>;
-      (void)sizeof(Kid);
-      if constexpr (is_access_op<Op>) {
-        return Need || active<N>;  // indices
-      } else if constexpr (requires { typename math_fn<Op>::type; }) {
-        using Fn = typename math_fn<Op>::type;
-        if constexpr (Fn::kind == fn::grad_kind::none || !active<N>)
-          return Need;
-        else
-          return Need || ad::rule<Fn>::template needs<int(I)>(active<K>...);
-      } else if constexpr (is_custom_op<Op>) {
-        return Need || active<N>;
-      } else if constexpr (std::is_same_v<Op, op::select>) {
-        return I == 0 ? (Need || active<N>) : Need;
-      } else if constexpr (std::is_same_v<Op, op::component>) {
-        return I == 0 ? Need : (Need || active<N>);
-      } else {
-        return Need;
-      }
-    }
     template <std::size_t... Is>
     static auto kids_events(std::index_sequence<Is...>)
-        -> join_lists<typename expr<K, typename path_append<Path, Is>::type, kid_need<Is>(), Loops, inner_around>::type...>;
+        -> join_lists<typename expr<K, typename path_append<Path, Is>::type, kid_value_needed<Op, Is, Need, active<N>, active<K>...>(), Loops, inner_around>::type...>;
     using kids_type = typename decltype(kids_events(std::index_sequence_for<K...>{}))::type;
     // Loads of the indices come before the load itself.
     using own = std::conditional_t<is_access_op<Op>,
                                    detail::type_list<event<access_kind::load, Path, Need, Loops, N, Around>>,
                                    detail::type_list<>>;
     using type = detail::concat_t<kids_type, own>;
-  };
-  template <class Op>
-  struct math_fn;
-  template <class Fn>
-  struct math_fn<op::math<Fn>> {
-    using type = Fn;
   };
 
   // ---- statements ------------------------------------------------------------------------------

@@ -34,6 +34,22 @@ struct concat<type_list<As...>, type_list<Bs...>> {
 template <class A, class B>
 using concat_t = typename concat<A, B>::type;
 
+// The concatenation of any number of type lists.
+template <class... Ls>
+struct concat_all {
+  using type = type_list<>;
+};
+template <class... As>
+struct concat_all<type_list<As...>> {
+  using type = type_list<As...>;
+};
+template <class... As, class... Bs, class... Rest>
+struct concat_all<type_list<As...>, type_list<Bs...>, Rest...> {
+  using type = typename concat_all<type_list<As..., Bs...>, Rest...>::type;
+};
+template <class... Ls>
+using concat_all_t = typename concat_all<Ls...>::type;
+
 template <class T, class... Ts>
 inline constexpr bool one_of = (std::is_same_v<T, Ts> || ...);
 
