@@ -67,7 +67,7 @@ struct gradient_reads<AN, node<Op, K...>, std::index_sequence<P...>> {
   using N = node<Op, K...>;
   template <std::size_t... Is>
   static auto kids(std::index_sequence<Is...>)
-      -> join_lists<typename gradient_reads<AN, K, std::index_sequence<P..., Is>>::type...>;
+      -> detail::concat_all<typename gradient_reads<AN, K, std::index_sequence<P..., Is>>::type...>;
   static auto below() {
     if constexpr (is_access_op<Op>)
       return detail::type_list<>{};
@@ -96,7 +96,7 @@ template <class Op, class... K, std::size_t... P>
 struct seeded_stores<node<Op, K...>, std::index_sequence<P...>> {
   template <std::size_t... Is>
   static auto kids(std::index_sequence<Is...>)
-      -> join_lists<typename seeded_stores<K, std::index_sequence<P..., Is>>::type...>;
+      -> detail::concat_all<typename seeded_stores<K, std::index_sequence<P..., Is>>::type...>;
   using below = typename decltype(kids(std::index_sequence_for<K...>{}))::type;
   static constexpr bool own() {
     if constexpr (ir::is_store_op<Op>) {
@@ -148,7 +148,7 @@ template <class Body, int Axes, bool Bare, class List>
 struct taps_where;
 template <class Body, int Axes, bool Bare, class... Ps>
 struct taps_where<Body, Axes, Bare, detail::type_list<Ps...>> {
-  using type = typename join_lists<std::conditional_t<is_bare_tap_v<Axes, node_at_t<Body, Ps>> == Bare,
+  using type = typename detail::concat_all<std::conditional_t<is_bare_tap_v<Axes, node_at_t<Body, Ps>> == Bare,
                                                       detail::type_list<Ps>, detail::type_list<>>...>::type;
 };
 

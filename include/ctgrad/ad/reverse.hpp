@@ -69,15 +69,6 @@ CTG_HOST_DEVICE auto value_of(T const& t) {
 }
 
 // Paths (kid indices) from an expression to its accesses of field I.
-template <class... Ls>
-struct join_lists {
-  using type = detail::type_list<>;
-};
-template <class L, class... Ls>
-struct join_lists<L, Ls...> {
-  using type = detail::concat_t<L, typename join_lists<Ls...>::type>;
-};
-
 template <int I, class E, class Path = std::index_sequence<>>
 struct access_paths {
   using type = detail::type_list<>;
@@ -86,7 +77,7 @@ template <int I, class Op, class... K, std::size_t... P>
 struct access_paths<I, node<Op, K...>, std::index_sequence<P...>> {
   template <std::size_t... Is>
   static auto kids(std::index_sequence<Is...>)
-      -> join_lists<typename access_paths<I, K, std::index_sequence<P..., Is>>::type...>;
+      -> detail::concat_all<typename access_paths<I, K, std::index_sequence<P..., Is>>::type...>;
   using below = typename decltype(kids(std::index_sequence_for<K...>{}))::type;
   static constexpr bool own() {
     if constexpr (is_access_op<Op>)

@@ -79,21 +79,6 @@ struct around_kids<op::loop<K, Level, A, Site>, Path, around<F, detail::type_lis
   using type = around<F, detail::type_list<L..., Path>>;
 };
 
-template <class... L>
-struct join_lists;
-template <>
-struct join_lists<> {
-  using type = detail::type_list<>;
-};
-template <class L>
-struct join_lists<L> {
-  using type = L;
-};
-template <class A, class B, class... Rest>
-struct join_lists<A, B, Rest...> {
-  using type = typename join_lists<detail::concat_t<A, B>, Rest...>::type;
-};
-
 template <class Op>
 struct math_fn;
 template <class Fn>
@@ -107,7 +92,7 @@ struct math_fn<op::math<Fn>> {
 template <class Op, std::size_t I, bool Need, bool ActiveNode, bool... ActiveKids>
 constexpr bool kid_value_needed() {
   if constexpr (is_access_op<Op> || is_custom_op<Op>)
-    return Need || ActiveNode;  // an access: its indices
+    return Need || ActiveNode;  // an access needs its indices, a custom op its operands
   else if constexpr (requires { typename math_fn<Op>::type; })
     return Need || ad::operand_value_needed<typename math_fn<Op>::type, int(I), ActiveNode, ActiveKids...>();
   else if constexpr (std::is_same_v<Op, op::select>)
@@ -136,7 +121,9 @@ struct event_walk {
     using inner_around = typename around_kids<Op, Path, Around>::type;
     template <std::size_t... Is>
     static auto kids_events(std::index_sequence<Is...>)
-        -> join_lists<typename expr<K, typename path_append<Path, Is>::type, kid_value_needed<Op, Is, Need, active<N>, active<K>...>(), Loops, inner_around>::type...>;
+        -> detail::concat_all<typename expr<K, typename path_append<Path, Is>::type,
+                                            kid_value_needed<Op, Is, Need, active<N>, active<K>...>(), Loops,
+                                            inner_around>::type...>;
     using kids_type = typename decltype(kids_events(std::index_sequence_for<K...>{}))::type;
     // Loads of the indices come before the load itself.
     using own = std::conditional_t<is_access_op<Op>,
@@ -153,7 +140,8 @@ struct event_walk {
 
   template <class K, class Path, class Loops, class Around, std::size_t... Is>
   static auto seq(std::index_sequence<Is...>)
-      -> join_lists<typename stmt<detail::tuple_element_t<Is, K>, typename path_append<Path, Is>::type, Loops, Around>::type...>;
+      -> detail::concat_all<
+          typename stmt<detail::tuple_element_t<Is, K>, typename path_append<Path, Is>::type, Loops, Around>::type...>;
 
   template <class... S, class Path, class Loops, class Around>
   struct stmt<node<op::block, S...>, Path, Loops, Around> {
@@ -186,7 +174,7 @@ struct event_walk {
     // The written access's indices and the rhs are evaluated first.
     template <std::size_t... Is>
     static auto index_events(std::index_sequence<Is...>)
-        -> join_lists<typename expr<std::remove_cvref_t<decltype(kid<Is>(std::declval<A>()))>,
+        -> detail::concat_all<typename expr<std::remove_cvref_t<decltype(kid<Is>(std::declval<A>()))>,
                                     typename path_append<typename W::path, Is>::type, true, Loops, Around>::type...>;
     template <class LL, class = void>
     struct component_index_events {
@@ -196,10 +184,10 @@ struct event_walk {
     struct component_index_events<node<op::component, V, I...>> {
       template <std::size_t... Is>
       static auto go(std::index_sequence<Is...>)
-          -> join_lists<typename expr<I, typename path_append<lhs_path, Is + 1>::type, true, Loops, Around>::type...>;
+          -> detail::concat_all<typename expr<I, typename path_append<lhs_path, Is + 1>::type, true, Loops, Around>::type...>;
       using type = typename decltype(go(std::index_sequence_for<I...>{}))::type;
     };
-    using type = typename join_lists<
+    using type = typename detail::concat_all<
         typename decltype(index_events(std::make_index_sequence<A::arity>{}))::type,
         typename component_index_events<L>::type,
         typename expr<E, typename path_append<Path, 1>::type, false, Loops, Around>::type,
@@ -219,7 +207,7 @@ struct event_walk {
   template <int Site, class L, class E, class Path, class Loops, class Around>
   struct stmt<node<op::assign<Site>, L, E>, Path, Loops, Around> {
     static constexpr bool need = needed_slot(eval::assigned_local<L>::slot);
-    using type = typename join_lists<typename expr<L, typename path_append<Path, 0>::type, need, Loops, Around>::type,
+    using type = typename detail::concat_all<typename expr<L, typename path_append<Path, 0>::type, need, Loops, Around>::type,
                                      typename expr<E, typename path_append<Path, 1>::type, need, Loops, Around>::type>::type;
   };
   template <int... S, class... K, class Path, class Loops, class Around>
@@ -227,7 +215,7 @@ struct event_walk {
     static constexpr int slots[] = {S...};
     template <std::size_t... Is>
     static auto inits(std::index_sequence<Is...>)
-        -> join_lists<typename expr<detail::tuple_element_t<Is, detail::tuple<K...>>, typename path_append<Path, Is>::type,
+        -> detail::concat_all<typename expr<detail::tuple_element_t<Is, detail::tuple<K...>>, typename path_append<Path, Is>::type,
                                     needed_slot(slots[Is]), Loops, Around>::type...>;
     using body = detail::tuple_element_t<sizeof...(S), detail::tuple<K...>>;
     using type = detail::concat_t<typename decltype(inits(std::make_index_sequence<sizeof...(S)>{}))::type,
@@ -235,14 +223,14 @@ struct event_walk {
   };
   template <int Site, class C, class T, class E, class Path, class Loops, class Around>
   struct stmt<node<op::if_<Site>, C, T, E>, Path, Loops, Around> {
-    using type = typename join_lists<typename expr<C, typename path_append<Path, 0>::type, true, Loops, Around>::type,
+    using type = typename detail::concat_all<typename expr<C, typename path_append<Path, 0>::type, true, Loops, Around>::type,
                                      typename stmt<T, typename path_append<Path, 1>::type, Loops, Around>::type,
                                      typename stmt<E, typename path_append<Path, 2>::type, Loops, Around>::type>::type;
   };
   template <int Site, class C, class B, class Path, class Loops, class Around>
   struct stmt<node<op::while_<Site>, C, B>, Path, Loops, Around> {
     using inner = typename loops_append<Loops, loop_entry(Site, while_level, 0)>::type;
-    using type = typename join_lists<typename expr<C, typename path_append<Path, 0>::type, true, inner, Around>::type,
+    using type = typename detail::concat_all<typename expr<C, typename path_append<Path, 0>::type, true, inner, Around>::type,
                                      typename stmt<B, typename path_append<Path, 1>::type, inner, Around>::type>::type;
   };
   template <loop_kind Kd, int L, int A, int Site, class... K, class Path, class Loops, class Around>
@@ -250,7 +238,7 @@ struct event_walk {
     using below = typename around_kids<op::loop<Kd, L, A, Site>, Path, Around>::type;
     template <std::size_t... Is>
     static auto bounds(std::index_sequence<Is...>)
-        -> join_lists<typename expr<detail::tuple_element_t<Is, detail::tuple<K...>>, typename path_append<Path, Is>::type,
+        -> detail::concat_all<typename expr<detail::tuple_element_t<Is, detail::tuple<K...>>, typename path_append<Path, Is>::type,
                                     true, Loops, below>::type...>;
     using inner = typename loops_append<Loops, loop_entry(Site, L, A)>::type;
     using body = detail::tuple_element_t<2 * A, detail::tuple<K...>>;

@@ -131,9 +131,6 @@ constexpr auto const* node_ptr(Root const* root) {
   return root ? &node_at<Path>::get(*root) : static_cast<N const*>(nullptr);
 }
 
-template <class Ev, class Root>
-using event_access_t = typename Ev::access;
-
 template <class Acc>
 constexpr bool differentiable_access() {
   using Op = typename Acc::op_type;
@@ -338,15 +335,12 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   struct written_in;
   template <class... E>
   struct written_in<detail::type_list<E...>> {
-    template <std::size_t K>
-    static constexpr unsigned long long mask() {
-      using body = typename view<K>::body;
-      return ((E::kind != access_kind::load ? param_bit(event_access_t<E, body>::op_type::param) : 0ull) | ... | 0ull);
-    }
+    static constexpr unsigned long long mask =
+        ((E::kind != access_kind::load ? param_bit(E::access::op_type::param) : 0ull) | ... | 0ull);
   };
   static constexpr unsigned long long written_params = [] {
     return [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
-      return (written_in<events<Ks>>::template mask<Ks>() | ... | 0ull);
+      return (written_in<events<Ks>>::mask | ... | 0ull);
     }(std::make_index_sequence<n_offloads>{});
   }();
 
@@ -381,8 +375,8 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   template <std::size_t K, class SI, class LJ>
   static constexpr pair_verdict d2_verdict(offloads_t const* offs, Args const* args, bool at_launch) {
     using body = typename view<K>::body;
-    using SA = event_access_t<SI, body>;
-    using LA = event_access_t<LJ, body>;
+    using SA = typename SI::access;
+    using LA = typename LJ::access;
     auto const* b = body_ptr<K>(offs);
     auto const* s = node_ptr<body, typename SI::path>(b);
     auto const* l = node_ptr<body, typename LJ::path>(b);
@@ -445,28 +439,26 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
         event_row{E::kind, E::needed, E::access::op_type::param, E::access::op_type::which == buffer::primal,
                   differentiable_access<typename E::access>()}...};
   };
-  struct event_pair {
-    std::size_t first = 0, second = 0;
-  };
-  // The pairs (i, j), i outermost, for which Match(row i, row j) holds.
-  template <class RowsA, class RowsB, class Match>
-  static constexpr std::size_t count_pairs(Match match) {
+  // The indices k < N for which match(k) holds, in order; a pair of events
+  // (i, j) is the index i * (events of the second offload) + j. The count
+  // comes first, as the list's size.
+  template <std::size_t N, class Match>
+  static constexpr std::size_t count_matching(Match match) {
     std::size_t n = 0;
-    for (std::size_t i = 0; i < RowsA::size; ++i)
-      for (std::size_t j = 0; j < RowsB::size; ++j) n += match(RowsA::rows[i], RowsB::rows[j]) ? 1 : 0;
+    for (std::size_t k = 0; k < N; ++k) n += match(k) ? 1 : 0;
     return n;
   }
-  template <class RowsA, class RowsB, std::size_t N, class Match>
-  static constexpr std::array<event_pair, N> list_pairs(Match match) {
-    std::array<event_pair, N> out{};
+  template <std::size_t N, std::size_t Count, class Match>
+  static constexpr std::array<std::size_t, Count> indices_matching(Match match) {
+    std::array<std::size_t, Count> out{};
     std::size_t n = 0;
-    for (std::size_t i = 0; i < RowsA::size; ++i)
-      for (std::size_t j = 0; j < RowsB::size; ++j)
-        if (match(RowsA::rows[i], RowsB::rows[j])) out[n++] = {i, j};
+    for (std::size_t k = 0; k < N; ++k)
+      if (match(k)) out[n++] = k;
     return out;
   }
 
-  // D2 pairs: a write (i) and a read (j) of one differentiable field.
+  // D2 pairs: a write (i) and a read (j) of one differentiable field, both
+  // in offload K.
   static constexpr bool d2_match(event_row const& w, event_row const& l) {
     return (w.kind == access_kind::store || w.kind == access_kind::accumulate) && w.differentiable &&
            l.kind == access_kind::load && l.param == w.param && l.differentiable;
@@ -474,18 +466,20 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   template <std::size_t K>
   static constexpr auto d2_pairs = [] {
     using rows = event_rows<events<K>>;
-    constexpr auto match = [](event_row const& w, event_row const& l) { return d2_match(w, l); };
-    return list_pairs<rows, rows, count_pairs<rows, rows>(match)>(match);
+    constexpr std::size_t n = rows::size, stride = n > 0 ? n : 1;  // never divided by zero
+    constexpr auto match = [](std::size_t k) { return d2_match(rows::rows[k / stride], rows::rows[k % stride]); };
+    return indices_matching<n * n, count_matching<n * n>(match)>(match);
   }();
 
   template <std::size_t K>
   static constexpr void d2(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
     if constexpr (view<K>::parallel) {
       using E = typename to_tuple<events<K>>::type;
+      constexpr std::size_t n = to_tuple<events<K>>::size;
       [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
         auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
-          using SI = detail::tuple_element_t<d2_pairs<K>[P].first, E>;
-          using LJ = detail::tuple_element_t<d2_pairs<K>[P].second, E>;
+          using SI = detail::tuple_element_t<d2_pairs<K>[P] / n, E>;
+          using LJ = detail::tuple_element_t<d2_pairs<K>[P] % n, E>;
           pair_verdict const v = d2_verdict<K, SI, LJ>(offs, args, at_launch);
           record(r, v, at_launch, finding::cross_iteration_raw, SI::access::op_type::param, int(K),
                  deeper(chain_of<K, SI>(), chain_of<K, LJ>()).s);
@@ -602,8 +596,9 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   static constexpr auto order_pair_list = [] {
     using rows_a = event_rows<events<A>>;
     using rows_b = event_rows<events<B>>;
-    constexpr auto match = [](event_row const& l, event_row const& w) { return order_match(l, w); };
-    return list_pairs<rows_a, rows_b, count_pairs<rows_a, rows_b>(match)>(match);
+    constexpr std::size_t n = rows_a::size * rows_b::size, stride = rows_b::size > 0 ? rows_b::size : 1;
+    constexpr auto match = [](std::size_t k) { return order_match(rows_a::rows[k / stride], rows_b::rows[k % stride]); };
+    return indices_matching<n, count_matching<n>(match)>(match);
   }();
 
   template <std::size_t A, std::size_t B>
@@ -613,7 +608,8 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     using EB = typename to_tuple<events<B>>::type;
     [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
       auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
-        constexpr std::size_t I = order_pair_list<A, B>[P].first, J = order_pair_list<A, B>[P].second;
+        constexpr std::size_t nb = to_tuple<events<B>>::size;
+        constexpr std::size_t I = order_pair_list<A, B>[P] / nb, J = order_pair_list<A, B>[P] % nb;
         using SJ = detail::tuple_element_t<J, EB>;
         constexpr int p = detail::tuple_element_t<I, EA>::access::op_type::param;
         if constexpr (B >= A) {
@@ -646,15 +642,11 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   struct needed_in;
   template <class... E>
   struct needed_in<detail::type_list<E...>> {
-    template <std::size_t K>
-    static constexpr unsigned long long mask() {
-      using body = typename view<K>::body;
-      return (((E::kind == access_kind::load && E::needed &&
-                event_access_t<E, body>::op_type::which == buffer::primal)
-                   ? param_bit(event_access_t<E, body>::op_type::param)
-                   : 0ull) |
-              ... | 0ull);
-    }
+    static constexpr unsigned long long mask =
+        (((E::kind == access_kind::load && E::needed && E::access::op_type::which == buffer::primal)
+              ? param_bit(E::access::op_type::param)
+              : 0ull) |
+         ... | 0ull);
   };
   // The bounds of a parallel offload's loop are evaluated again by its adjoint.
   template <std::size_t K>
@@ -680,7 +672,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     if constexpr (reads != 0) {
       [&]<std::size_t... Bs>(std::index_sequence<Bs...>) {
         auto one = [&]<std::size_t B>(std::integral_constant<std::size_t, B>) {
-          constexpr unsigned long long both = reads & written_in<events<B>>::template mask<B>();
+          constexpr unsigned long long both = reads & written_in<events<B>>::mask;
           for (int p = 0; p < int(Args::size) && both != 0; ++p) {
             if ((both & param_bit(p)) == 0) continue;
             if (B >= A) {
@@ -702,7 +694,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
 
   static constexpr unsigned long long needed_params = [] {
     return [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
-      return ((needed_in<events<Ks>>::template mask<Ks>() | bound_reads<Ks>()) | ... | 0ull);
+      return ((needed_in<events<Ks>>::mask | bound_reads<Ks>()) | ... | 0ull);
     }(std::make_index_sequence<n_offloads>{});
   }();
 
@@ -715,16 +707,8 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   template <std::size_t K>
   static constexpr auto flagged_events = [] {
     using rows = event_rows<events<K>>;
-    constexpr std::size_t n = [] {
-      std::size_t c = 0;
-      for (std::size_t i = 0; i < rows::size; ++i) c += flagged(rows::rows[i]) ? 1 : 0;
-      return c;
-    }();
-    std::array<std::size_t, n> out{};
-    std::size_t c = 0;
-    for (std::size_t i = 0; i < rows::size; ++i)
-      if (flagged(rows::rows[i])) out[c++] = i;
-    return out;
+    constexpr auto match = [](std::size_t k) { return flagged(rows::rows[k]); };
+    return indices_matching<rows::size, count_matching<rows::size>(match)>(match);
   }();
   template <std::size_t K>
   static constexpr void others(report& r) {

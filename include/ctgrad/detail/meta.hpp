@@ -34,7 +34,8 @@ struct concat<type_list<As...>, type_list<Bs...>> {
 template <class A, class B>
 using concat_t = typename concat<A, B>::type;
 
-// The concatenation of any number of type lists.
+// The concatenation of any number of type lists (the walks that collect
+// nodes or events join their kids' lists with it).
 template <class... Ls>
 struct concat_all {
   using type = type_list<>;
