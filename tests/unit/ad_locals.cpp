@@ -94,6 +94,33 @@ TEST_CASE("component assignment on a vector local") {
   }
 }
 
+TEST_CASE("coefficients of a matrix local read one by one") {
+  // det(2 A) spelled by coefficients: its gradient in A is 4 cof(A), with
+  // cof(A) = [[a11, -a10], [-a01, a00]].
+  using M = Eigen::Matrix2d;
+  ctg::field<M, 1, ctg::grad> a({2}, {.name = "a"});
+  ctg::field<double, 1, ctg::grad> out({2}, {.name = "out"});
+  a.at(0) << 1.5, -0.5, 2.0, 0.25;
+  a.at(1) << -1.0, 3.0, 0.5, 2.0;
+  auto k = ctg::kernel<"det_by_coefficients">([](auto a, auto out) {
+    return ctg::range(2, [=](auto i) {
+      return ctg::let(2.0 * a[i], [=](auto g) {
+        return out[i] = g(0_c, 0_c) * g(1_c, 1_c) - g(0_c, 1_c) * g(1_c, 0_c);
+      });
+    });
+  });
+  k(a, out);
+  out.grad().fill(1.0);
+  k.grad(a, out);
+  for (int i = 0; i < 2; ++i) {
+    M const m = a.at(i);
+    M cofactor;
+    cofactor << m(1, 1), -m(1, 0), -m(0, 1), m(0, 0);
+    CHECK(out.at(i) == Approx(4.0 * (m(0, 0) * m(1, 1) - m(0, 1) * m(1, 0))).epsilon(1e-14));
+    CHECK(a.grad().at(i).isApprox(4.0 * cofactor, 1e-14));
+  }
+}
+
 TEST_CASE("if_ whose condition reads a local that the taken branch changes") {
   // First if_: x > 1 shrinks v to 0.1 x^2, after which the condition is false;
   // the reverse pass must still sweep the branch that ran.
