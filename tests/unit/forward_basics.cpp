@@ -244,3 +244,79 @@ TEST_CASE("statement funcs, a func holding a loop, offloads mixed with statement
   k(x, total);
   CHECK(total.at() == (100.0f + 28.0f) * 2);
 }
+
+// Selects whose condition compares the loop index with a bound fixed for the
+// launch: the chunk runs its interior, where all of them hold, without
+// evaluating them (selects and if_ alike). Every form of guard in its own
+// loop (each loop's interior ends at that guard's bound), on one and two
+// threads (chunks that split), against the same stencils written as plain
+// loops.
+TEST_CASE("index guards: every comparison form, chunks split at the guards") {
+  int const n = 20000;
+  ctg::field<double, 1> x(n);
+  ctg::field<double, 2> out(10, n);
+  for (int i = 0; i < n; ++i) x.at(i) = std::sin(0.01 * i) + 0.001 * i;
+  auto stencils = ctg::kernel<"guarded">([](auto x, auto out, int a, int b) {
+    auto const n = x.size();
+    return ctg::block(ctg::range(n, [=](auto i) { return out(0, i) = ctg::select(i > a, x[i - 1], -1.0); }),
+                      ctg::range(n, [=](auto i) { return out(1, i) = ctg::select(i >= a, x[i - 2], -2.0); }),
+                      ctg::range(n, [=](auto i) { return out(2, i) = ctg::select(i < n - b, x[i + 1], -3.0); }),
+                      ctg::range(n, [=](auto i) { return out(3, i) = ctg::select(i <= n - b, x[i + 2], -4.0); }),
+                      ctg::range(n, [=](auto i) { return out(4, i) = ctg::select(a < i, x[i], -5.0); }),
+                      ctg::range(n, [=](auto i) { return out(5, i) = ctg::select(a <= i, x[i], -6.0); }),
+                      ctg::range(n, [=](auto i) { return out(6, i) = ctg::select(n - b > i, x[i], -7.0); }),
+                      ctg::range(n, [=](auto i) { return out(7, i) = ctg::select(n - b >= i, x[i], -8.0); }),
+                      ctg::range(n, [=](auto i) {
+                        return out(8, i) = ctg::select(i >= a && i < n - b, x[i], -9.0);
+                      }),
+                      ctg::range(n, [=](auto i) {
+                        return ctg::if_(i > a, out(9, i) = x[i - 1] * 2.0, out(9, i) = -10.0);
+                      }));
+  });
+  auto const want = [&](int k, int i, int a, int b) {
+    auto const at = [&](int j) { return x.at(j); };
+    switch (k) {
+      case 0: return i > a ? at(i - 1) : -1.0;
+      case 1: return i >= a ? at(i - 2) : -2.0;
+      case 2: return i < n - b ? at(i + 1) : -3.0;
+      case 3: return i <= n - b ? at(i + 2) : -4.0;
+      case 4: return a < i ? at(i) : -5.0;
+      case 5: return a <= i ? at(i) : -6.0;
+      case 6: return n - b > i ? at(i) : -7.0;
+      case 7: return n - b >= i ? at(i) : -8.0;
+      case 8: return i >= a && i < n - b ? at(i) : -9.0;
+      default: return i > a ? at(i - 1) * 2.0 : -10.0;
+    }
+  };
+  int const previous = ctg::num_threads();
+  for (int threads : {1, 2}) {
+    ctg::set_num_threads(threads);
+    // Bounds inside the range (one per chunk edge region), at its edges
+    // (the smallest that keep the reads in range), and crossing (an empty
+    // interior for the last loop).
+    for (auto [a, b] : {std::pair{2, 3}, std::pair{4000, 9000}, std::pair{12000, 11000}}) {
+      stencils(x, out, a, b);
+      for (int k = 0; k < 10; ++k) {
+        int wrong = 0;
+        for (int i = 0; i < n; ++i) wrong += out.at(k, i) != want(k, i, a, b);
+        CHECK_MESSAGE(wrong == 0, "loop ", k, ", threads ", threads, ", a ", a, ", b ", b);
+      }
+    }
+  }
+  ctg::set_num_threads(previous);
+}
+
+TEST_CASE("index guards: a loop that does not start at zero, a guard false in the middle") {
+  ctg::field<float, 1> x(64), out(64);
+  for (int i = 0; i < 64; ++i) x.at(i) = float(i) * 0.5f;
+  auto k = ctg::kernel<"offset_range">([](auto x, auto out) {
+    return ctg::range(5, 60, [=](auto i) {
+      return out[i] = ctg::select(i > 7, x[i - 8], 100.0f) + ctg::select(i < 9, x[i], 1000.0f);
+    });
+  });
+  k(x, out);
+  for (int i = 0; i < 64; ++i) {
+    float const want = i < 5 || i >= 60 ? 0.0f : (i > 7 ? x.at(i - 8) : 100.0f) + (i < 9 ? x.at(i) : 1000.0f);
+    CHECK(out.at(i) == want);
+  }
+}

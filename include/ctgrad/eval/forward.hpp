@@ -10,6 +10,7 @@
 #include "../ir/expr.hpp"
 #include "../lower/normalize.hpp"
 #include "frame.hpp"
+#include "index_guards.hpp"
 #include "reduction.hpp"
 #include "../lower/vocabulary.hpp"
 
@@ -126,7 +127,10 @@ struct forward {
   template <class Fr, class C, class A, class B>
   CTG_HOST_DEVICE static auto eval(node<op::select, C, A, B> const& n, Fr& f) {
     using V = value_t<node<op::select, C, A, B>>;
-    return eval(kid<0>(n), f) ? convert<V>(eval(kid<1>(n), f)) : convert<V>(eval(kid<2>(n), f));
+    if constexpr (guards_hold_v<Fr> && index_guard<C>::value)
+      return convert<V>(eval(kid<1>(n), f));
+    else
+      return eval(kid<0>(n), f) ? convert<V>(eval(kid<1>(n), f)) : convert<V>(eval(kid<2>(n), f));
   }
   template <class Fr, class K>
   CTG_HOST_DEVICE static auto eval(node<op::stop_grad, K> const& n, Fr& f) {
@@ -285,7 +289,9 @@ struct forward {
 
   template <class Fr, int Site, class C, class T, class E>
   CTG_HOST_DEVICE static void eval(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
-    if (eval(kid<0>(n), f))
+    if constexpr (guards_hold_v<Fr> && index_guard<C>::value)
+      eval(kid<1>(n), f);
+    else if (eval(kid<0>(n), f))
       eval(kid<1>(n), f);
     else
       eval(kid<2>(n), f);
@@ -335,5 +341,44 @@ struct forward {
     iterate<L, A>(lo, hi, f, [&] { eval(body, f); });
   }
 };
+
+// The interval of the chunked index where one guard holds, intersected
+// with [lo, hi).
+template <class Fr, class Fn, class A, class B>
+CTG_HOST_DEVICE void narrow_to_guard(node<op::math<Fn>, A, B> const& c, Fr& f, long long& lo, long long& hi) {
+  auto const at_least = [&](long long v) { lo = v > lo ? v : lo; };
+  auto const below = [&](long long v) { hi = v < hi ? v : hi; };
+  if constexpr (std::is_same_v<Fn, fn::logical_and>) {
+    narrow_to_guard(kid<0>(c), f, lo, hi);
+    narrow_to_guard(kid<1>(c), f, lo, hi);
+  } else if constexpr (std::is_same_v<A, chunk_index>) {  // i < x, i <= x, i > x, i >= x
+    long long const x = forward::eval(kid<1>(c), f);
+    if constexpr (std::is_same_v<Fn, fn::lt>) below(x);
+    if constexpr (std::is_same_v<Fn, fn::le>) below(x + 1);
+    if constexpr (std::is_same_v<Fn, fn::gt>) at_least(x + 1);
+    if constexpr (std::is_same_v<Fn, fn::ge>) at_least(x);
+  } else {  // x < i, x <= i, x > i, x >= i
+    long long const x = forward::eval(kid<0>(c), f);
+    if constexpr (std::is_same_v<Fn, fn::lt>) at_least(x + 1);
+    if constexpr (std::is_same_v<Fn, fn::le>) at_least(x);
+    if constexpr (std::is_same_v<Fn, fn::gt>) below(x);
+    if constexpr (std::is_same_v<Fn, fn::ge>) below(x + 1);
+  }
+}
+
+// Narrows [lo, hi) to the indices of the chunked axis where every index
+// guard in `e` holds (eval/index_guards.hpp); the bounds are evaluated on
+// the frame, once per chunk.
+template <class Fr, class Op, class... K>
+CTG_HOST_DEVICE void narrow_to_index_guards(node<Op, K...> const& e, Fr& f, long long& lo, long long& hi) {
+  using N = node<Op, K...>;
+  if constexpr (has_index_guard<N>::value) {
+    if constexpr (is_guarded_choice<Op>::value && index_guard<std::remove_cvref_t<decltype(kid<0>(e))>>::value)
+      narrow_to_guard(kid<0>(e), f, lo, hi);
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (narrow_to_index_guards(detail::get<Is>(e.kids), f, lo, hi), ...);
+    }(std::index_sequence_for<K...>{});
+  }
+}
 
 }  // namespace ctg::eval

@@ -34,7 +34,19 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
   // Zeroed once per chunk: the adjoint restores a local from the site slot of
   // an assignment only in the branch that saved it, which GCC cannot follow
   // (-Wmaybe-uninitialized on every kernel with a let inside an if_ arm).
-  typename Plan::template frame<true> f{};
+  using frame_type = typename Plan::template frame<true>;
+  // The forward pass splits a 1-D chunk at its index guards (eval/
+  // index_guards.hpp): the interior runs on a frame type that knows them
+  // true. Only where the body has guards, so that no other kernel
+  // instantiates its body twice.
+  constexpr bool split = [] {
+    if constexpr (A == 1 && requires { Plan::splits_at_index_guards; })
+      return Plan::splits_at_index_guards && eval::has_index_guard<Body>::value;
+    else
+      return false;
+  }();
+  std::conditional_t<split, eval::interior_frame<frame_type>, frame_type> interior{};
+  frame_type& f = interior;
   f.args = &local_args;
   f.status = &status;
   f.concurrent = concurrent;
@@ -45,10 +57,23 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
     // from the iteration number (int(it), which may wrap) is not affine to
     // the compiler, which then vectorises nothing.
     int const first = box.lo[0] + int(b), last = box.lo[0] + int(e);
-    for (int i = first; i < last; ++i) {
-      f.idx[0][0] = i;
-      if constexpr (Plan::banded) f.near_chunk_edge = i - first < margin || last - i <= margin;
-      Plan::iteration(body, f);
+    auto const run = [&](auto& frame, int from, int to) {
+      for (int i = from; i < to; ++i) {
+        frame.idx[0][0] = i;
+        if constexpr (Plan::banded) frame.near_chunk_edge = i - first < margin || last - i <= margin;
+        Plan::iteration(body, frame);
+      }
+    };
+    if constexpr (split) {
+      long long lo = first, hi = last;
+      eval::narrow_to_index_guards(body, f, lo, hi);
+      int const inner_lo = int(std::clamp<long long>(lo, first, last));
+      int const inner_hi = int(std::clamp<long long>(hi, inner_lo, last));
+      run(f, first, inner_lo);
+      run(interior, inner_lo, inner_hi);
+      run(f, inner_hi, last);
+    } else {
+      run(f, first, last);
     }
   } else {
     for (std::int64_t it = b; it < e; ++it) {
