@@ -366,7 +366,7 @@ struct reverse {
         return &p->coeffRef(detail::get<Js + 1>(t.kids).value...);
       }(std::index_sequence_for<I...>{});
       accumulate_grad<V::op_type::param>(f, c, convert<S>(g));
-    } else if constexpr (is_local_node<V>::value) {
+    } else if constexpr (ir::is_local_op<typename V::op_type>) {
       // One coefficient of a local's adjoint (not a zero matrix added whole:
       // x + 0 is not x in floating point, so those adds would stay).
       auto& c = [&]<std::size_t... Js>(std::index_sequence<Js...>) -> S& {
@@ -385,10 +385,6 @@ struct reverse {
   CTG_HOST_DEVICE static auto& local_adjoint(node<op::local<S, T>> const&, Fr& f) {
     return detail::get<S>(f.adj);
   }
-  template <class N>
-  struct is_local_node : std::false_type {};
-  template <int S, class T>
-  struct is_local_node<node<op::local<S, T>>> : std::true_type {};
   template <class N>
   struct is_access_node : std::false_type {};
   template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
@@ -672,19 +668,23 @@ struct reverse {
   template <class L, class X, class Y>
   struct sums_onto<L, node<op::math<fn::sub>, X, Y>> : sums_onto<L, X> {};
 
-  // Whether the read of L that E sums onto (first operand first) has the
-  // written element's indices.
+  // The read of L that E sums onto (the first operand's first).
+  template <class L, class E>
+  CTG_HOST_DEVICE static L const& summed_read(E const& e) {
+    if constexpr (std::is_same_v<L, E>)
+      return e;
+    else if constexpr (sums_onto<L, std::remove_cvref_t<decltype(kid<0>(e))>>::value)
+      return summed_read<L>(kid<0>(e));
+    else
+      return summed_read<L>(kid<1>(e));
+  }
+  // Whether that read has the written element's indices.
   template <class L, class E, class Fr>
   CTG_HOST_DEVICE static bool same_element(L const& lhs, E const& rhs, Fr& f) {
-    if constexpr (std::is_same_v<L, E>) {
-      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        return ((forward::eval(detail::get<Is>(lhs.kids), f) == forward::eval(detail::get<Is>(rhs.kids), f)) && ...);
-      }(std::make_index_sequence<L::arity>{});
-    } else if constexpr (sums_onto<L, std::remove_cvref_t<decltype(kid<0>(rhs))>>::value) {
-      return same_element(lhs, kid<0>(rhs), f);
-    } else {
-      return same_element(lhs, kid<1>(rhs), f);
-    }
+    L const& read = summed_read<L>(rhs);
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return ((forward::eval(detail::get<Is>(lhs.kids), f) == forward::eval(detail::get<Is>(read.kids), f)) && ...);
+    }(std::make_index_sequence<L::arity>{});
   }
 
   // backprop of E except into that read of L (the operand adjoints of + and

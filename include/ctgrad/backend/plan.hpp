@@ -102,9 +102,6 @@ struct stateless_pass {
     using frame = Frame<Args, locals, shape::levels, shape::axes, Parallel>;
     static constexpr bool uses_stack = false;
     static constexpr bool banded = false;  // no field whose accumulations depend on the chunk margin
-    // Whether a 1-D chunk runs its interior apart, where every index guard
-    // holds (cpu::run_chunk): the forward pass.
-    static constexpr bool splits_at_index_guards = false;
     using gather = ad::no_stencil_gather;  // no adjoint to run as a gather
     static constexpr bool gathers = false;
     // Whether field parameter I's scattered accumulations may go to private
@@ -138,6 +135,8 @@ struct forward_pass {
   template <class Args, class Offload, int Slots>
   struct plan : stateless_pass<eval::frame, forward_body>::plan<Args, Offload, Slots> {
     using base = stateless_pass<eval::frame, forward_body>::plan<Args, Offload, Slots>;
+    // A 1-D chunk runs its interior apart, where every index guard holds
+    // (cpu::run_chunk; no other pass declares this).
     static constexpr bool splits_at_index_guards = true;
     using dests = eval::privatized_t<typename ir::offload_traits<Offload>::root>;
     // Fields every iteration touches only at its own elements (the proof the

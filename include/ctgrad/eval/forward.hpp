@@ -346,23 +346,18 @@ struct forward {
 // with [lo, hi).
 template <class Fr, class Fn, class A, class B>
 CTG_HOST_DEVICE void narrow_to_guard(node<op::math<Fn>, A, B> const& c, Fr& f, long long& lo, long long& hi) {
-  auto const at_least = [&](long long v) { lo = v > lo ? v : lo; };
-  auto const below = [&](long long v) { hi = v < hi ? v : hi; };
   if constexpr (std::is_same_v<Fn, fn::logical_and>) {
     narrow_to_guard(kid<0>(c), f, lo, hi);
     narrow_to_guard(kid<1>(c), f, lo, hi);
-  } else if constexpr (std::is_same_v<A, chunk_index>) {  // i < x, i <= x, i > x, i >= x
-    long long const x = forward::eval(kid<1>(c), f);
-    if constexpr (std::is_same_v<Fn, fn::lt>) below(x);
-    if constexpr (std::is_same_v<Fn, fn::le>) below(x + 1);
-    if constexpr (std::is_same_v<Fn, fn::gt>) at_least(x + 1);
-    if constexpr (std::is_same_v<Fn, fn::ge>) at_least(x);
-  } else {  // x < i, x <= i, x > i, x >= i
-    long long const x = forward::eval(kid<0>(c), f);
-    if constexpr (std::is_same_v<Fn, fn::lt>) at_least(x + 1);
-    if constexpr (std::is_same_v<Fn, fn::le>) at_least(x);
-    if constexpr (std::is_same_v<Fn, fn::gt>) below(x);
-    if constexpr (std::is_same_v<Fn, fn::ge>) below(x + 1);
+  } else {
+    // i Order x, the bound on the left read as its mirror (x < i is i > x).
+    constexpr bool index_left = std::is_same_v<A, chunk_index>;
+    using Order = std::conditional_t<index_left, Fn, typename mirrored_order<Fn>::type>;
+    long long const x = forward::eval(kid<index_left ? 1 : 0>(c), f);
+    long long const from = std::is_same_v<Order, fn::gt> ? x + 1 : std::is_same_v<Order, fn::ge> ? x : lo;
+    long long const to = std::is_same_v<Order, fn::lt> ? x : std::is_same_v<Order, fn::le> ? x + 1 : hi;
+    lo = from > lo ? from : lo;
+    hi = to < hi ? to : hi;
   }
 }
 

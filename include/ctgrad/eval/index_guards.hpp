@@ -9,41 +9,43 @@
 #pragma once
 #include <type_traits>
 
+#include "../analysis/invariance.hpp"
 #include "../ir/math.hpp"
 #include "../ir/node.hpp"
 
 namespace ctg::eval {
 
-// Whether an expression has one value for the whole launch: literals,
-// constants, extents, and arithmetic and casts over them.
-template <class E>
-struct launch_invariant : std::false_type {};
-template <class T>
-struct launch_invariant<ir::node<ir::op::literal<T>>> : std::true_type {};
-template <class T>
-struct launch_invariant<ir::node<ir::op::weak_literal<T>>> : std::true_type {};
-template <long long N>
-struct launch_invariant<ir::node<ir::op::constant<N>>> : std::true_type {};
-template <int I, int A>
-struct launch_invariant<ir::node<ir::op::extent<I, A>>> : std::true_type {};
-template <class T, class K>
-struct launch_invariant<ir::node<ir::op::cast<T>, K>> : launch_invariant<K> {};
-template <class Fn, class... K>
-struct launch_invariant<ir::node<ir::op::math<Fn>, K...>> : std::conjunction<launch_invariant<K>...> {};
-
-// A bound a guard may compare the index with: launch-invariant and of a signed
-// integer type (with an unsigned one, C++ would compare a negative index as
-// a large number).
+// A bound a guard may compare the index with: the same in every iteration
+// (analysis/invariance.hpp) and of a signed integer type (with an unsigned
+// one, C++ would compare a negative index as a large number).
 template <class X>
-inline constexpr bool guard_bound_v = launch_invariant<X>::value && std::is_integral_v<ir::value_t<X>> &&
+inline constexpr bool guard_bound_v = analysis::invariant_v<X> && std::is_integral_v<ir::value_t<X>> &&
                                       std::is_signed_v<ir::value_t<X>>;
 
 using chunk_index = ir::node<ir::op::loop_index<0, 0>>;
 
-// The comparisons that are index guards, by the side the bound is on.
+// The order comparisons, and each one's mirror (x < i is i > x): a guard
+// with the bound on the left is read as its mirror.
 template <class Fn>
-inline constexpr bool is_order_v = std::is_same_v<Fn, ir::fn::lt> || std::is_same_v<Fn, ir::fn::le> ||
-                                   std::is_same_v<Fn, ir::fn::gt> || std::is_same_v<Fn, ir::fn::ge>;
+struct mirrored_order {};
+template <>
+struct mirrored_order<ir::fn::lt> {
+  using type = ir::fn::gt;
+};
+template <>
+struct mirrored_order<ir::fn::le> {
+  using type = ir::fn::ge;
+};
+template <>
+struct mirrored_order<ir::fn::gt> {
+  using type = ir::fn::lt;
+};
+template <>
+struct mirrored_order<ir::fn::ge> {
+  using type = ir::fn::le;
+};
+template <class Fn>
+inline constexpr bool is_order_v = requires { typename mirrored_order<Fn>::type; };
 
 template <class C>
 struct index_guard : std::false_type {};
