@@ -258,3 +258,67 @@ TEST_CASE("stencil gather: a launch whose store meets its reads runs the plain a
     }
   }
 }
+
+TEST_CASE("stencil gather: index guards inside the loop, their interval in the middle, at the edges, empty or wider") {
+  // The guards' interval (a select on i > lo and on i < hi, an if_ on
+  // a <= i && i < b, all launch arguments) decides which replays run with
+  // the guards known true (cpu::run_gather_chunk); a select on a value
+  // stays a test there. Against finite differences of the same loss in
+  // plain C++, for guards that cut the loop anywhere.
+  auto k = ctg::kernel<"guarded">([](auto x, auto y, auto z, int lo, int hi, int a, int b) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::let(ctg::select(i > lo, x[i - 1], 0.25) * ctg::select(i < hi, x[i + 1], 0.5), [=](auto p) {
+        // An arm with its own local, and a select on a value beside them.
+        return ctg::if_(a <= i && i < b, ctg::let(ctg::sin(p), [=](auto q) {
+                          return y[i] = q * q + ctg::select(x[i] > 0.3, x[i] * x[i], 0.5 * x[i]);
+                        }),
+                        z[i] = p * x[i] - 2.0 * x[i]);
+      });
+    });
+  });
+  using f1 = ctg::field<double, 1, ctg::grad>;
+  static_assert(decltype(k)::gathers_adjoint<f1, f1, f1, int, int, int, int>());
+  constexpr int n = 70;
+  auto x_at = [](int i) { return std::sin(0.37 * i) + 0.02 * i; };
+  auto wy = [](int i) { return 1.0 + 0.05 * i; };
+  auto wz = [](int i) { return 0.75 - 0.01 * i; };
+  struct guards {
+    int lo, hi, a, b;
+  };
+  for (guards const gs : {guards{3, n - 5, 2, n - 2}, guards{0, n - 1, 0, n}, guards{n, 0, 5, 5},
+                          guards{0, n - 1, -1, n + 7}, guards{40, 10, 30, 31}}) {
+    auto loss = [&](std::vector<double> const& x) {
+      double s = 0;
+      for (int i = 0; i < n; ++i) {
+        double const left = i > gs.lo ? x[std::size_t(i - 1)] : 0.25;
+        double const right = i < gs.hi ? x[std::size_t(i + 1)] : 0.5;
+        double const p = left * right, xi = x[std::size_t(i)];
+        double const q = std::sin(p);
+        s += gs.a <= i && i < gs.b ? wy(i) * (q * q + (xi > 0.3 ? xi * xi : 0.5 * xi)) : wz(i) * (p * xi - 2.0 * xi);
+      }
+      return s;
+    };
+    std::vector<double> x0(n);
+    for (int i = 0; i < n; ++i) x0[std::size_t(i)] = x_at(i);
+    std::vector<double> const expected = ad_test::fd_gradient(loss, x0);
+    for (int threads : {1, 2, 3}) {
+      CAPTURE(gs.lo);
+      CAPTURE(gs.hi);
+      CAPTURE(gs.a);
+      CAPTURE(threads);
+      ad_test::thread_scope scope(threads);
+      f1 x({n}, {.name = "x"}), y({n}, {.name = "y"}), z({n}, {.name = "z"});
+      for (int i = 0; i < n; ++i) x.at(i) = x0[std::size_t(i)];
+      k(x, y, z, gs.lo, gs.hi, gs.a, gs.b);
+      for (int i = 0; i < n; ++i) y.grad().at(i) = wy(i), z.grad().at(i) = wz(i);
+      k.grad(x, y, z, gs.lo, gs.hi, gs.a, gs.b);
+      for (int i = 0; i < n; ++i) {
+        CAPTURE(i);
+        CHECK(x.grad().at(i) == Approx(expected[std::size_t(i)]).epsilon(1e-6).scale(1.0));
+        bool const first_arm = gs.a <= i && i < gs.b;
+        CHECK(y.grad().at(i) == (first_arm ? 0.0 : wy(i)));
+        CHECK(z.grad().at(i) == (first_arm ? wz(i) : 0.0));
+      }
+    }
+  }
+}

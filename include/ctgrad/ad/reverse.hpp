@@ -198,7 +198,17 @@ struct reverse {
   template <bool Need, class Fr, class C, class A, class B>
   CTG_HOST_DEVICE static auto record_node(node<op::select, C, A, B> const& n, Fr& f) {
     using V = value_t<node<op::select, C, A, B>>;
-    auto tc = record<true>(kid<0>(n), f);
+    // A guard known to hold (eval/index_guards.hpp) is recorded true
+    // without evaluating it: the first side is chosen, here and in backprop.
+    auto tc = [&] {
+      if constexpr (eval::guard_known_true_v<Fr, C>) {
+        decltype(record<true>(kid<0>(n), f)) known{};
+        known.value = true;
+        return known;
+      } else {
+        return record<true>(kid<0>(n), f);
+      }
+    }();
     using TA = decltype(record<Need>(kid<1>(n), f));
     using TB = decltype(record<Need>(kid<2>(n), f));
     TA ta{};
@@ -482,7 +492,12 @@ struct reverse {
 
   template <mode M, class Fr, int Site, class C, class T, class E>
   CTG_HOST_DEVICE static void forward_stmt(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
-    bool const c = forward::eval(kid<0>(n), f);
+    bool const c = [&] {
+      if constexpr (eval::guard_known_true_v<Fr, C>)
+        return true;
+      else
+        return bool(forward::eval(kid<0>(n), f));
+    }();
     if constexpr (M == mode::recompute) detail::get<Site>(f.locals) = c;
     if (c)
       forward_stmt<M>(kid<1>(n), f);
@@ -813,7 +828,9 @@ struct reverse {
 
   template <class Fr, int Site, class C, class T, class E>
   CTG_HOST_DEVICE static void rev(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
-    if (detail::get<Site>(f.locals))
+    if constexpr (eval::guard_known_true_v<Fr, C>)
+      rev(kid<1>(n), f);
+    else if (detail::get<Site>(f.locals))
       rev(kid<1>(n), f);
     else
       rev(kid<2>(n), f);

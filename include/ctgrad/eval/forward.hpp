@@ -127,7 +127,7 @@ struct forward {
   template <class Fr, class C, class A, class B>
   CTG_HOST_DEVICE static auto eval(node<op::select, C, A, B> const& n, Fr& f) {
     using V = value_t<node<op::select, C, A, B>>;
-    if constexpr (guards_hold_v<Fr> && index_guard<C>::value)
+    if constexpr (guard_known_true_v<Fr, C>)
       return convert<V>(eval(kid<1>(n), f));
     else
       return eval(kid<0>(n), f) ? convert<V>(eval(kid<1>(n), f)) : convert<V>(eval(kid<2>(n), f));
@@ -289,7 +289,7 @@ struct forward {
 
   template <class Fr, int Site, class C, class T, class E>
   CTG_HOST_DEVICE static void eval(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
-    if constexpr (guards_hold_v<Fr> && index_guard<C>::value)
+    if constexpr (guard_known_true_v<Fr, C>)
       eval(kid<1>(n), f);
     else if (eval(kid<0>(n), f))
       eval(kid<1>(n), f);

@@ -5,7 +5,9 @@
 // guards are evaluated, and an interior where all of them hold: there a
 // select on a guard is its first operand and an if_ its first arm, with no
 // test, and the loop has no control flow left to stop the compiler from
-// vectorising it (cpu::run_chunk; the forward pass).
+// vectorising it (cpu::run_chunk: the forward pass; cpu::run_gather_chunk:
+// the gather adjoint, ad/gather.hpp, whose replays of iterations inside the
+// guards' interval skip the tests too).
 #pragma once
 #include <type_traits>
 
@@ -79,6 +81,11 @@ struct has_index_guard<ir::node<Op, C, A, B>>
     : std::bool_constant<index_guard<C>::value || has_index_guard<C>::value || has_index_guard<A>::value ||
                          has_index_guard<B>::value> {};
 
+// Whether a body of an offload over Axes axes splits at its index guards:
+// 1-D, with a guard (no other body instantiates a second, interior copy).
+template <int Axes, class Body>
+inline constexpr bool splits_at_guards_v = Axes == 1 && has_index_guard<Body>::value;
+
 // Whether a frame type is one that runs the interior of a chunk, where every
 // index guard holds.
 template <class Fr>
@@ -88,6 +95,12 @@ inline constexpr bool guards_hold_v = [] {
   else
     return false;
 }();
+
+// Whether condition C is known true on frame type Fr without evaluating it:
+// an index guard, in the interior of a chunk. The one test every evaluator
+// (forward, the reverse pass's recompute and sweep) asks of a select or if_.
+template <class Fr, class C>
+inline constexpr bool guard_known_true_v = guards_hold_v<Fr> && index_guard<C>::value;
 
 // A frame for the interior of a chunk: the same state, and the knowledge
 // that every index guard holds.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -17,6 +18,17 @@ namespace ctg::cpu {
 
 CTG_IMPL_IR_VOCABULARY;
 
+
+// The iterations of [first, last) of a 1-D offload where every index guard
+// of its body holds (eval/index_guards.hpp): an interval, evaluated on any
+// frame of the launch since the guards' bounds are fixed for it.
+template <class Body, class Fr>
+std::pair<int, int> guarded_range(Body const& body, Fr& f, int first, int last) {
+  long long lo = first, hi = last;
+  eval::narrow_to_index_guards(body, f, lo, hi);
+  int const inner_lo = int(std::clamp<long long>(lo, first, last));
+  return {inner_lo, int(std::clamp<long long>(hi, inner_lo, last))};
+}
 
 // Iterations [b, e) of one offload on the calling thread. Everything below is
 // inlined into this one function (see CTG_FLATTEN). The frame is a local of
@@ -40,8 +52,8 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
   // true. Only where the body has guards, so that no other kernel
   // instantiates its body twice.
   constexpr bool split = [] {
-    if constexpr (A == 1 && requires { Plan::splits_at_index_guards; })
-      return Plan::splits_at_index_guards && eval::has_index_guard<Body>::value;
+    if constexpr (requires { Plan::splits_at_index_guards; })
+      return Plan::splits_at_index_guards && eval::splits_at_guards_v<A, Body>;
     else
       return false;
   }();
@@ -65,10 +77,7 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
       }
     };
     if constexpr (split) {
-      long long lo = first, hi = last;
-      eval::narrow_to_index_guards(body, f, lo, hi);
-      int const inner_lo = int(std::clamp<long long>(lo, first, last));
-      int const inner_hi = int(std::clamp<long long>(hi, inner_lo, last));
+      auto const [inner_lo, inner_hi] = guarded_range(body, f, first, last);
       run(f, first, inner_lo);
       run(interior, inner_lo, inner_hi);
       run(f, inner_hi, last);
@@ -94,29 +103,40 @@ CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_
                                   backend::loop_box<A> const interior, Body const body, Args const& args,
                                   eval::launch_status& status, std::int64_t b, std::int64_t e) {
   Args const local_args = args;  // as in run_chunk
-  typename Plan::gather_frame f{};
+  using frame_type = typename Plan::gather_frame;
+  // `interior` holds the elements whose replays all lie in the box (no box
+  // tests) and, for a 1-D body with index guards, where every guard holds
+  // in each replay (prepared_offload::inner): they run on a frame type that
+  // knows the guards true (eval/index_guards.hpp), as run_chunk's interior.
+  constexpr bool split = !Clearing && eval::splits_at_guards_v<A, Body>;
+  std::conditional_t<split, eval::interior_frame<frame_type>, frame_type> inside{};
+  frame_type& f = inside;
   f.args = &local_args;
   f.status = &status;
   f.concurrent = false;
   Plan::prepare(f, nullptr, 1, 0);
-  // Elements whose replays all lie in the box skip the box tests.
-  auto visit = [&]<bool Checked>(std::bool_constant<Checked>) {
+  auto visit = [&]<bool Checked>(auto& frame, std::bool_constant<Checked>) {
     if constexpr (Clearing)
-      Plan::gather::clear_iteration(body, f);
+      Plan::gather::clear_iteration(body, frame);
     else
-      Plan::gather::template gather_element<Checked>(body, f, box);
+      Plan::gather::template gather_element<Checked>(body, frame, box);
   };
   if constexpr (A == 1) {
     int const first = over.lo[0] + int(b), last = over.lo[0] + int(e);
     int const inner_lo = Clearing ? last : std::clamp(interior.lo[0], first, last);
     int const inner_hi = Clearing ? last : std::clamp(interior.hi[0], inner_lo, last);
-    for (int j = first; j < inner_lo; ++j) f.idx[0][0] = j, visit(std::true_type{});
-    for (int j = inner_lo; j < inner_hi; ++j) f.idx[0][0] = j, visit(std::false_type{});
-    for (int j = inner_hi; j < last; ++j) f.idx[0][0] = j, visit(std::true_type{});
+    for (int j = first; j < inner_lo; ++j) f.idx[0][0] = j, visit(f, std::true_type{});
+    // Independent: element j's replays add only into element j of each
+    // gathered field, and read seeds (apart from those elements, checked by
+    // gather::prepare) and values, which the sweep does not write; the
+    // frame's state is set within each replay. So the loop vectorises.
+    CTG_INDEPENDENT_ITERATIONS
+    for (int j = inner_lo; j < inner_hi; ++j) inside.idx[0][0] = j, visit(inside, std::false_type{});
+    for (int j = inner_hi; j < last; ++j) f.idx[0][0] = j, visit(f, std::true_type{});
   } else {
     for (std::int64_t it = b; it < e; ++it) {
       over.set(f, it);
-      visit(std::true_type{});
+      visit(f, std::true_type{});
     }
   }
   Plan::finish(f);
@@ -175,11 +195,20 @@ struct prepared_offload {
       gather = unsized_site < 0 && plan::gather::prepare(body, host, shifts);
       if (gather) {
         reach = plan::gather::reach(box, shifts);
-        inner = plan::gather::interior(box, shifts);
+        inner = plan::gather::interior(guarded_box(host), shifts);
         // Shifts wider than the box would sweep mostly empty elements.
         gather = reach.count() <= 2 * box.count() + 64;
       }
     }
+  }
+  // The iterations of the box where every index guard of a 1-D body holds
+  // (the box itself when it has none): the bounds are fixed for the launch.
+  template <class Fr>
+  backend::loop_box<axes> guarded_box(Fr& host) const {
+    backend::loop_box<axes> r = box;
+    if constexpr (eval::splits_at_guards_v<axes, body_type>)
+      std::tie(r.lo[0], r.hi[0]) = guarded_range(body, host, box.lo[0], box.hi[0]);
+    return r;
   }
   std::int64_t count() const { return box.count(); }
   // Iterations [b, e) on the calling thread; `concurrent`: other threads run
