@@ -322,3 +322,44 @@ TEST_CASE("stencil gather: index guards inside the loop, their interval in the m
     }
   }
 }
+
+TEST_CASE("stencil gather: seeds read across chunk boundaries are cleared only after both sides, on many chunks") {
+  // y[i] = x[i - 2] x[i + 3] + sin(x[i]): iteration i's seed is read by
+  // the elements i - 3 .. i + 2. Each chunk of elements clears the seeds
+  // only it reads, and the calling thread those read from both sides of a
+  // boundary. Launches above the pool's inline size (2048), with up to 64
+  // threads, so that chunks are shorter than the taps' spread.
+  auto k = ctg::kernel<"taps">([](auto x, auto y) {
+    return ctg::range(2, x.size() - 3, [=](auto i) { return y[i] = x[i - 2] * x[i + 3] + ctg::sin(x[i]); });
+  });
+  using f1 = ctg::field<double, 1, ctg::grad>;
+  static_assert(decltype(k)::gathers_adjoint<f1, f1>());
+  for (int n : {2100, 5003}) {
+    auto x_at = [](int i) { return std::cos(0.013 * i) + 0.001 * i; };
+    auto w_at = [](int i) { return 1.0 + 0.5 * std::sin(0.07 * i); };
+    for (int threads : {1, 2, 3, 64}) {
+      CAPTURE(n);
+      CAPTURE(threads);
+      ad_test::thread_scope scope(threads);
+      f1 x({n}, {.name = "x"}), y({n}, {.name = "y"});
+      for (int i = 0; i < n; ++i) x.at(i) = x_at(i);
+      k(x, y);
+      for (int i = 0; i < n; ++i) y.grad().at(i) = w_at(i);
+      k.grad(x, y);
+      auto stored = [&](int i) { return i >= 2 && i < n - 3; };
+      int wrong_x = 0, wrong_y = 0;
+      for (int j = 0; j < n; ++j) {
+        // By hand: x[j] is read as x[i - 2] by i = j + 2, as x[i + 3] by
+        // i = j - 3, and as x[i] by i = j.
+        double expected = 0.0;
+        if (stored(j + 2)) expected += w_at(j + 2) * x_at(j + 5);
+        if (stored(j - 3)) expected += w_at(j - 3) * x_at(j - 5);
+        if (stored(j)) expected += w_at(j) * std::cos(x_at(j));
+        if (x.grad().at(j) != Approx(expected).epsilon(1e-12).scale(1.0)) ++wrong_x;
+        if (y.grad().at(j) != (stored(j) ? 0.0 : w_at(j))) ++wrong_y;
+      }
+      CHECK(wrong_x == 0);
+      CHECK(wrong_y == 0);
+    }
+  }
+}

@@ -16,9 +16,10 @@
 // independent.
 //
 // The replays read the seeds (the gradients of the elements the stores
-// wrote) of neighbouring iterations, so the stores' clearing of their seeds
-// waits for a second sweep over the iterations, once every element has its
-// gradient. That needs the seeds and the gathered elements apart: a store of
+// wrote) of neighbouring iterations, so the stores' clearing of an
+// iteration's seeds waits until every element that replays it is done: in
+// a second sweep over the iterations, or, in a 1-D offload, right after the
+// chunk of elements that alone replays it (cpu::run_offload). That needs the seeds and the gathered elements apart: a store of
 // field u and a read of u must differ in an invariant index (u(t + 1, i)
 // against u(t, i - 1)), checked once per launch; otherwise, or when the
 // body holds loops or atomic accumulations, the launch runs the plain

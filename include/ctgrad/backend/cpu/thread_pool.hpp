@@ -119,6 +119,19 @@ class basic_thread_pool {
 #endif
   }
 
+  // How parallel_for(n, ...) splits [0, n): into chunk_count(n) chunks,
+  // chunk k being chunk_range(n, chunks, k) (n / chunks iterations, the
+  // first n % chunks of them one longer), whichever thread runs it. For a
+  // caller that must know where one chunk ends and the next begins.
+  std::int64_t chunk_count(std::int64_t n) const {
+    return runs_on_caller(n) ? 1 : std::min<std::int64_t>(n, std::int64_t(threads_) * chunks_per_thread);
+  }
+  static std::pair<std::int64_t, std::int64_t> chunk_range(std::int64_t n, std::int64_t chunks, std::int64_t k) {
+    std::int64_t const q = n / chunks, r = n % chunks;
+    std::int64_t const b = k * q + std::min(k, r);
+    return {b, b + q + (k < r ? 1 : 0)};
+  }
+
   // Calls body(begin, end) over disjoint chunks covering [0, n) and returns
   // when all are done. An exception thrown by the body is rethrown here
   // (the first one; chunks not yet started are skipped).
@@ -135,7 +148,7 @@ class basic_thread_pool {
     }
     using body_type = std::remove_reference_t<Body>;
     std::lock_guard launch_lock(launch_mutex_);  // one launch at a time
-    std::int64_t const chunks = std::min<std::int64_t>(n, std::int64_t(threads_) * chunks_per_thread);
+    std::int64_t const chunks = chunk_count(n);
     status_.failed.store(false, std::memory_order_relaxed);
     status_.error = nullptr;
     pending_.value.store(int(chunks), std::memory_order_relaxed);
@@ -215,12 +228,9 @@ class basic_thread_pool {
     std::exception_ptr error;         // the first exception, under error_mutex_
   };
 
-  // Chunk k of the launch: chunks of n / chunks iterations, the first
-  // n % chunks of them one longer.
+  // Chunk k of the launch (chunk_range).
   void run_chunk(slot const& s, std::int64_t k) {
-    std::int64_t const q = s.n / s.chunks, r = s.n % s.chunks;
-    std::int64_t const b = k * q + std::min(k, r);
-    std::int64_t const e = b + q + (k < r ? 1 : 0);
+    auto const [b, e] = chunk_range(s.n, s.chunks, k);
     if (status_.failed.load(std::memory_order_relaxed)) return;
     try {
       s.call(s.ctx, b, e);
