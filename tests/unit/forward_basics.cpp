@@ -294,7 +294,8 @@ TEST_CASE("index guards: every comparison form, chunks split at the guards") {
     // Bounds inside the range (one per chunk edge region), at its edges
     // (the smallest that keep the reads in range), and crossing (an empty
     // interior for the last loop).
-    for (auto [a, b] : {std::pair{2, 3}, std::pair{4000, 9000}, std::pair{12000, 11000}}) {
+    for (auto const& bounds : {std::pair{2, 3}, std::pair{4000, 9000}, std::pair{12000, 11000}}) {
+      int const a = bounds.first, b = bounds.second;  // not bindings: doctest's messages capture them
       stencils(x, out, a, b);
       for (int k = 0; k < 10; ++k) {
         int wrong = 0;

@@ -98,6 +98,13 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
 // read it), or, Clearing, the iterations of `box` (each clears the seeds
 // its stores wrote). Every element and seed has one writer: no add is
 // atomic, whatever the threads.
+// clang reports a loop marked CTG_INDEPENDENT_ITERATIONS that it still does
+// not vectorise (a body with a call it cannot inline, say) as a warning,
+// -Wpass-failed: the mark states a fact about memory, not a demand.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
 template <class Plan, bool Clearing, int A, class Body, class Args>
 CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_box<A> const over,
                                   backend::loop_box<A> const interior, Body const body, Args const& args,
@@ -141,6 +148,9 @@ CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_
   }
   Plan::finish(f);
 }
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 template <class Plan, class Body, class Args>
 CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_status& status, std::uint32_t* stack,
