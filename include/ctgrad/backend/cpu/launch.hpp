@@ -135,10 +135,16 @@ CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_
     for (int j = first; j < inner_lo; ++j) f.idx[0][0] = j, visit(f, std::true_type{});
     // Independent: element j's replays add only into element j of each
     // gathered field, and read seeds (apart from those elements, checked by
-    // gather::prepare) and values, which the sweep does not write; the
-    // frame's state is set within each replay. So the loop vectorises.
+    // gather::prepare) and values, which the sweep does not write. Each
+    // element runs on its own copy of the prepared frame, so that no state
+    // passes from one element to the next through memory either (the copy
+    // lives in registers once the loop is inlined). So the loop vectorises.
     CTG_INDEPENDENT_ITERATIONS
-    for (int j = inner_lo; j < inner_hi; ++j) inside.idx[0][0] = j, visit(inside, std::false_type{});
+    for (int j = inner_lo; j < inner_hi; ++j) {
+      auto element = inside;
+      element.idx[0][0] = j;
+      visit(element, std::false_type{});
+    }
     for (int j = inner_hi; j < last; ++j) f.idx[0][0] = j, visit(f, std::true_type{});
   } else {
     for (std::int64_t it = b; it < e; ++it) {
@@ -498,7 +504,12 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   auto& pool = thread_pool::instance();
   if constexpr (decltype(p)::plan::gathers) {
     if (p.gather) {
-      if constexpr (decltype(p)::axes == 1) {
+      std::int64_t const elements = p.reach.count(), iterations = p.count();
+      std::int64_t const spread = elements - iterations, chunks = pool.chunk_count(elements);
+      // Chunks at least as long as the spread: the ranges left at the
+      // boundaries are then disjoint, and short.
+      bool const fused = decltype(p)::axes == 1 && spread <= elements / chunks;
+      if (fused) {
         // Iteration k's seeds are read by elements k + min shift ..
         // k + max shift, so a chunk of elements [b, e) (positions in the
         // reach, which starts min shift before the box) is their only
@@ -507,8 +518,6 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
         // iterations before each boundary between chunks are read from both
         // sides and are cleared once every chunk is done. On one thread
         // that is one sweep, where the clearing used to be a second.
-        std::int64_t const elements = p.reach.count(), iterations = p.count();
-        std::int64_t const spread = elements - iterations;
         auto clear = [&](std::int64_t b, std::int64_t e) {
           b = std::max<std::int64_t>(b, 0);
           e = std::min(e, iterations);
@@ -518,7 +527,6 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
           p.run_gather(b, e);
           clear(b, e - spread);
         });
-        std::int64_t const chunks = pool.chunk_count(elements);
         for (std::int64_t k = 1; k < chunks; ++k) {
           std::int64_t const boundary = thread_pool::chunk_range(elements, chunks, k).first;
           clear(boundary - spread, boundary);
