@@ -828,9 +828,7 @@ struct reverse {
 
   template <class Fr, int Site, class C, class T, class E>
   CTG_HOST_DEVICE static void rev(node<op::if_<Site>, C, T, E> const& n, Fr& f) {
-    if constexpr (eval::guard_known_true_v<Fr, C>)
-      rev(kid<1>(n), f);
-    else if (detail::get<Site>(f.locals))
+    if (detail::get<Site>(f.locals))  // the recompute's choice (true for a guard known to hold)
       rev(kid<1>(n), f);
     else
       rev(kid<2>(n), f);

@@ -532,8 +532,8 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
           clear(boundary - spread, boundary);
         }
       } else {
-        pool.parallel_for(p.reach.count(), [&](std::int64_t b, std::int64_t e) { p.run_gather(b, e); });
-        pool.parallel_for(p.count(), [&](std::int64_t b, std::int64_t e) { p.run_clear(b, e); });
+        pool.parallel_for(elements, [&](std::int64_t b, std::int64_t e) { p.run_gather(b, e); });
+        pool.parallel_for(iterations, [&](std::int64_t b, std::int64_t e) { p.run_clear(b, e); });
       }
       return;
     }
