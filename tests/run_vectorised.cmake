@@ -13,7 +13,8 @@ foreach(d IN LISTS INCLUDES)
   endif()
 endforeach()
 set(sources ${SOURCE_DIR}/tests/unit/main.cpp ${SOURCE_DIR}/tests/unit/stencil_gather.cpp
-            ${SOURCE_DIR}/tests/unit/forward_basics.cpp)
+            ${SOURCE_DIR}/tests/unit/forward_basics.cpp ${SOURCE_DIR}/tests/vectorised/vector_math.cpp
+            ${SOURCE_DIR}/tests/vectorised/vector_math_scalar.cpp)
 execute_process(COMMAND ${COMPILER} ${flags} ${includes} ${sources} -o ${OUTPUT} RESULT_VARIABLE built
                 OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(NOT built EQUAL 0)

@@ -158,7 +158,10 @@ struct kernel_options {
   }();
 };
 
-
+// In the op table's inline namespace (ir/vector_math.hpp): a kernel shared
+// by translation units built with and without vector math is two types, so
+// its launches are two sets of functions, never one merged by the linker.
+CTG_IMPL_MATH_ABI_BEGIN
 template <detail::fixed_string Name, class F, class... Options>
 class kernel_t {
  public:
@@ -875,6 +878,7 @@ class kernel_t {
 
   F body_;
 };
+CTG_IMPL_MATH_ABI_END
 
 // ctg::kernel<"name">(lambda), ctg::kernel<"name", ctg::no_adstack>(lambda).
 template <detail::fixed_string Name, class... Options, class F>

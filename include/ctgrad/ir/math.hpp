@@ -104,7 +104,12 @@ CTG_HOST_DEVICE auto zip_coeffs(A const& a, B const& b, F f) {
     }                                                                                 \
   };
 
+// In an inline namespace that differs with the math library
+// (vector_math.hpp): kernels built with and without vector math are
+// distinct types, so two translation units never share an instantiation.
+CTG_IMPL_MATH_ABI_BEGIN
 CTG_IMPL_UNARY_OP_TABLE(CTG_IMPL_UNARY_FN)
+CTG_IMPL_MATH_ABI_END
 #undef CTG_IMPL_UNARY_FN
 
 struct neg {

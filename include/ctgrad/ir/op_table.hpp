@@ -17,13 +17,11 @@
 // unqualified, so that the overloads for float, double and the device's
 // math library are found alike.
 //
-// It includes nothing: it is read by the IR and by the
+// It includes only the choice of math library (vector_math.hpp, where
+// CTG_IMPL_MATH_USING is defined): it is read by the IR and by the
 // derivative rules, which sit on different levels of the layering.
 #pragma once
-
-#define CTG_IMPL_MATH_USING                                                                               \
-  using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::log,     \
-      std::sqrt, std::abs, std::floor, std::ceil, std::round, std::log1p, std::expm1, std::erf
+#include "vector_math.hpp"
 
 #define CTG_IMPL_UNARY_OP_TABLE(X)                                                \
   X(sin, nonlinear, sin(x), cos(x))                                               \

@@ -1,0 +1,113 @@
+// Vectorised math for the CPU backend (opt-in: define CTG_VECTOR_MATH=1
+// before including ctgrad, for the whole translation unit).
+//
+// A loop that calls sin or exp cannot be vectorised by the compiler unless
+// it knows a vector version of the function. glibc ships them (libmvec: 2,
+// 4, 8 or 16 lanes for SSE, AVX, AVX2 and AVX-512), and GCC calls them from
+// a vectorised loop when the function is declared with the `simd`
+// attribute; glibc's <math.h> declares them so only under -ffast-math,
+// which also licenses reassociation a gradient must not have. Here each
+// function is declared once more, under its own name and with the
+// attribute, bound to the same symbol, so that kernels vectorise without
+// -ffast-math and nothing else in the program changes.
+//
+// What it costs: libmvec's functions are accurate to 4 ulp (glibc's
+// manual), the scalar ones to 1 ulp or better, and a launch mixes the two
+// (the loop's remainder runs the scalar one); they never set errno. Kernels
+// of a translation unit with and without it are distinct types (the op
+// table's operations live in an inline namespace named after the setting),
+// so two translation units built differently do not share instantiations.
+//
+// Where: GCC on x86-64 with glibc 2.22 or later (sin, cos, exp, log), 2.35
+// or later for the rest of the op table's rows that libmvec has; not in
+// CUDA translation units. Elsewhere the setting is accepted and does
+// nothing; ctg::vector_math_enabled says which.
+#pragma once
+#include <cmath>
+
+#if !defined(CTG_VECTOR_MATH)
+#  define CTG_VECTOR_MATH 0
+#endif
+
+#if CTG_VECTOR_MATH && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
+    defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 22))
+#  define CTG_IMPL_VECTOR_MATH 1
+#  if __GLIBC__ > 2 || __GLIBC_MINOR__ >= 35
+#    define CTG_IMPL_VECTOR_MATH_ALL 1
+#  else
+#    define CTG_IMPL_VECTOR_MATH_ALL 0
+#  endif
+#else
+#  define CTG_IMPL_VECTOR_MATH 0
+#  define CTG_IMPL_VECTOR_MATH_ALL 0
+#endif
+
+namespace ctg {
+// Whether kernels in this translation unit call libmvec's vector functions.
+inline constexpr bool vector_math_enabled = CTG_IMPL_VECTOR_MATH != 0;
+}  // namespace ctg
+
+#if CTG_IMPL_VECTOR_MATH
+
+// The two declarations of one function: float and double, each bound to
+// glibc's symbol, with overloads in ctg::vector_math that the op table's
+// expressions find as they find std::sin.
+#  define CTG_IMPL_VECTOR_FUNCTION(NAME)                                                                   \
+    extern "C" float ctg_impl_vector_##NAME##f(float) __asm__(#NAME "f")                                  \
+        __attribute__((simd("notinbranch"), const, nothrow, leaf));                                       \
+    extern "C" double ctg_impl_vector_##NAME(double) __asm__(#NAME)                                       \
+        __attribute__((simd("notinbranch"), const, nothrow, leaf));                                       \
+    namespace ctg::vector_math {                                                                          \
+    inline float NAME(float x) { return ctg_impl_vector_##NAME##f(x); }                                   \
+    inline double NAME(double x) { return ctg_impl_vector_##NAME(x); }                                    \
+    /* any other type (integers, long double, a user's scalar): std's */                                  \
+    template <class T>                                                                                    \
+    auto NAME(T const& x) {                                                                               \
+      using std::NAME;                                                                                    \
+      return NAME(x);                                                                                     \
+    }                                                                                                     \
+    }
+
+CTG_IMPL_VECTOR_FUNCTION(sin)
+CTG_IMPL_VECTOR_FUNCTION(cos)
+CTG_IMPL_VECTOR_FUNCTION(exp)
+CTG_IMPL_VECTOR_FUNCTION(log)
+#  if CTG_IMPL_VECTOR_MATH_ALL
+CTG_IMPL_VECTOR_FUNCTION(tan)
+CTG_IMPL_VECTOR_FUNCTION(tanh)
+CTG_IMPL_VECTOR_FUNCTION(asin)
+CTG_IMPL_VECTOR_FUNCTION(acos)
+CTG_IMPL_VECTOR_FUNCTION(atan)
+CTG_IMPL_VECTOR_FUNCTION(expm1)
+CTG_IMPL_VECTOR_FUNCTION(log1p)
+CTG_IMPL_VECTOR_FUNCTION(erf)
+#  endif
+#  undef CTG_IMPL_VECTOR_FUNCTION
+
+// What the op table's expressions call (op_table.hpp): the vector
+// functions where libmvec has them, std's elsewhere.
+#  if CTG_IMPL_VECTOR_MATH_ALL
+#    define CTG_IMPL_MATH_USING                                                                            \
+      using ::ctg::vector_math::sin, ::ctg::vector_math::cos, ::ctg::vector_math::tan,                     \
+          ::ctg::vector_math::tanh, ::ctg::vector_math::asin, ::ctg::vector_math::acos,                    \
+          ::ctg::vector_math::atan, ::ctg::vector_math::exp, ::ctg::vector_math::log, std::sqrt, std::abs, \
+          std::floor, std::ceil, std::round, ::ctg::vector_math::log1p, ::ctg::vector_math::expm1,         \
+          ::ctg::vector_math::erf
+#  else
+#    define CTG_IMPL_MATH_USING                                                                             \
+      using ::ctg::vector_math::sin, ::ctg::vector_math::cos, std::tan, std::tanh, std::asin, std::acos,    \
+          std::atan, ::ctg::vector_math::exp, ::ctg::vector_math::log, std::sqrt, std::abs, std::floor,      \
+          std::ceil, std::round, std::log1p, std::expm1, std::erf
+#  endif
+#  define CTG_IMPL_MATH_ABI_BEGIN inline namespace vector_math_abi {
+#  define CTG_IMPL_MATH_ABI_END }
+
+#else
+
+#  define CTG_IMPL_MATH_USING                                                                               \
+    using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::log,     \
+        std::sqrt, std::abs, std::floor, std::ceil, std::round, std::log1p, std::expm1, std::erf
+#  define CTG_IMPL_MATH_ABI_BEGIN
+#  define CTG_IMPL_MATH_ABI_END
+
+#endif
