@@ -1,9 +1,11 @@
-// Vector math (CTG_VECTOR_MATH, ir/vector_math.hpp): the map and the carried
-// recurrence of cpu_workloads.cpp with kernels that call libmvec's vector
-// functions, timed in one process against the same hand-written loops as
-// there (std::sin, scalar: the reference of every other CPU benchmark) and
-// against those loops calling the vector functions by hand (what a
-// hand-written loop gets from libmvec). Each benchmark checks ctgrad against
+// Vector math (CTG_VECTOR_MATH, ir/vector_math.hpp): the map of
+// cpu_workloads.cpp with a kernel that calls libmvec's vector functions,
+// timed in one process against the same hand-written loops as there
+// (std::sin, scalar: the reference of every other CPU benchmark) and against
+// those loops calling the vector functions by hand (what a hand-written loop
+// gets from libmvec). The carried recurrence does not vectorise, by hand or
+// in ctgrad: its dependence runs inside each element (bench/interleave.cpp
+// times what does help it). Each benchmark checks ctgrad against
 // the hand-written scalar code first (within the vector functions' 4 ulp,
 // carried through the computation), then times the variants alternately.
 #define CTG_VECTOR_MATH 1
@@ -35,16 +37,6 @@ void hand_vector_map_adjoint(map_data& d) {
     }
   });
 }
-void hand_vector_recurrence_forward(rec_data& d) {
-  bench::parallel_for(rec_n, [&](bench::int64 lo, bench::int64 hi) {
-    for (bench::int64 i = lo; i < hi; ++i) {
-      float v = 0.0f;
-      for (int j = 0; j < rec_iters; ++j) v = ctg::vector_math::sin(v) * d.a + d.xs[i] * d.b;
-      d.os[i] = v;
-    }
-  });
-}
-
 // Variants: ctgrad (vector math), hand-written scalar, hand-written vector.
 void report(benchmark::State& state, std::array<double, 3> const& t) {
   state.counters["ratio_ctgrad_over_hand_scalar"] = t[0] / t[1];
@@ -84,21 +76,6 @@ void BM_map_adjoint(benchmark::State& state) {
                                          variant{reseed, [&] { hand_vector_map_adjoint(d); }}}));
 }
 
-void BM_recurrence_forward(benchmark::State& state) {
-  bench::use_threads(state);
-  rec_data d;
-  d.ours_forward();
-  auto ours = d.out.to_vector();
-  d.hand_forward();
-  bench::compare(ours, d.out.to_vector(), 1e-5, "recurrence forward");
-  hand_vector_recurrence_forward(d);
-  bench::compare(ours, d.out.to_vector(), 1e-5, "recurrence forward, hand vector");
-  auto none = [] {};
-  report(state, bench::paired<3>(state, {variant{none, [&] { d.ours_forward(); }},
-                                         variant{none, [&] { d.hand_forward(); }},
-                                         variant{none, [&] { hand_vector_recurrence_forward(d); }}}));
-}
-
 void common(benchmark::internal::Benchmark* b) {
   b->Apply(bench::thread_counts)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 }
@@ -107,6 +84,5 @@ void common(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_map_forward)->Apply(common);
 BENCHMARK(BM_map_adjoint)->Apply(common);
-BENCHMARK(BM_recurrence_forward)->Apply(common);
 
 int main(int argc, char** argv) { return bench::run_main(argc, argv); }

@@ -283,15 +283,19 @@ class kernel_t {
   // stores and reads of one field meet runs the plain adjoint instead.
   template <class... A>
   static constexpr bool gathers_adjoint() {
-    if constexpr (options::race_check || !(is_field_v<A> || ...)) {
-      return false;
-    } else {
-      using checks = reverse_checks<A...>;
-      return []<class... O>(detail::tuple<O...>*) {
-        return (backend::reverse_pass::template plan<typename checks::args_t, O, checks::kir_t::slots>::gathers ||
-                ...);
-      }(static_cast<typename checks::offloads_t*>(nullptr));
-    }
+    return some_plan<backend::reverse_pass, A...>([]<class P>(P*) { return P::gathers; });
+  }
+
+  // Whether a launch on arguments of these types steps several iterations
+  // of a parallel offload together on the host (eval/interleave.hpp), and
+  // whether k.grad does (ad/interleave.hpp).
+  template <class... A>
+  static constexpr bool interleaves_forward() {
+    return some_plan<backend::forward_pass, A...>([]<class P>(P*) { return P::interleaves_iterations; });
+  }
+  template <class... A>
+  static constexpr bool interleaves_adjoint() {
+    return some_plan<backend::reverse_pass, A...>([]<class P>(P*) { return P::interleaves_iterations; });
   }
 
   // The gradient diagnostics for arguments of these types, as a constexpr
@@ -364,6 +368,22 @@ class kernel_t {
   }
 
   // What the reverse pass of this kernel needs, decided from the types.
+  // Whether `says` holds for the plan of Pass of some offload, on fields of
+  // these types (false under the race checker, which plans its own runs).
+  template <class Pass, class... A, class Says>
+  static constexpr bool some_plan(Says says) {
+    if constexpr (options::race_check || !(is_field_v<A> || ...)) {
+      return false;
+    } else {
+      using checks = reverse_checks<A...>;
+      return [&]<class... O>(detail::tuple<O...>*) {
+        return (says(static_cast<typename Pass::template plan<typename checks::args_t, O, checks::kir_t::slots>*>(
+                    nullptr)) ||
+                ...);
+      }(static_cast<typename checks::offloads_t*>(nullptr));
+    }
+  }
+
   template <class... A>
   struct reverse_checks {
     using kir_t = typename built<A...>::type;

@@ -468,12 +468,17 @@ struct reverse {
 
   template <mode M, class Fr, int... S, class... K>
   CTG_HOST_DEVICE static void forward_stmt(node<op::let<S...>, K...> const& n, Fr& f) {
+    init_let(n, f);
+    forward_stmt<M>(detail::get<sizeof...(S)>(n.kids), f);
+  }
+  // A let's locals the sweep needs, set to their initial values.
+  template <class Fr, int... S, class... K>
+  CTG_HOST_DEVICE static void init_let(node<op::let<S...>, K...> const& n, Fr& f) {
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       constexpr int slots[] = {S...};
       auto inits = detail::make_tuple(init_if_needed<slots[Is]>(detail::get<Is>(n.kids), f)...);
       ((needed(slots[Is]) ? assign_init<slots[Is]>(detail::get<Is>(inits), f) : void()), ...);
     }(std::make_index_sequence<sizeof...(S)>{});
-    forward_stmt<M>(detail::get<sizeof...(S)>(n.kids), f);
   }
   template <int Slot, class E, class Fr>
   CTG_HOST_DEVICE static auto init_if_needed(E const& e, Fr& f) {
@@ -512,8 +517,7 @@ struct reverse {
     using Body = std::remove_cvref_t<decltype(detail::get<2 * A>(n.kids))>;
     auto const& body = detail::get<2 * A>(n.kids);
     if constexpr (M == mode::recompute) {
-      auto& saved = detail::get<Site>(f.locals);
-      for (int a = 0; a < A; ++a) saved.lo[a] = lo[a], saved.hi[a] = hi[a];
+      save_bounds<Site>(lo, hi, f);
       forward::iterate<L, A>(lo, hi, f, [&] {
         push_carried<Body, Site>(f);
         forward_stmt<mode::plain>(body, f);
@@ -521,6 +525,13 @@ struct reverse {
     } else {
       forward::iterate<L, A>(lo, hi, f, [&] { forward_stmt<mode::plain>(body, f); });
     }
+  }
+
+  // A loop's bounds, in its site slot for the sweep.
+  template <int Site, int A, class Fr>
+  CTG_HOST_DEVICE static void save_bounds(int const (&lo)[A], int const (&hi)[A], Fr& f) {
+    auto& saved = detail::get<Site>(f.locals);
+    for (int a = 0; a < A; ++a) saved.lo[a] = lo[a], saved.hi[a] = hi[a];
   }
 
   template <mode M, class Fr, int Site, class C, class B>
@@ -808,8 +819,13 @@ struct reverse {
 
   template <class Fr, int... S, class... K>
   CTG_HOST_DEVICE static void rev(node<op::let<S...>, K...> const& n, Fr& f) {
+    rev(detail::get<sizeof...(S)>(n.kids), f);
+    rev_let_inits(n, f);
+  }
+  // The adjoints of a let's locals, into their initial values, last first.
+  template <class Fr, int... S, class... K>
+  CTG_HOST_DEVICE static void rev_let_inits(node<op::let<S...>, K...> const& n, Fr& f) {
     constexpr std::size_t count = sizeof...(S);
-    rev(detail::get<count>(n.kids), f);
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       constexpr int slots[] = {S...};
       (rev_init<slots[count - 1 - Is]>(detail::get<count - 1 - Is>(n.kids), f), ...);

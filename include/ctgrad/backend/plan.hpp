@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "../ad/gather.hpp"
+#include "../ad/interleave.hpp"
 #include "../ad/offload.hpp"
 #include "../ad/tangent.hpp"
 #include "../eval/slots.hpp"
@@ -145,6 +146,15 @@ struct forward_pass {
     using parts = ir::offload_traits<Offload>;
     using ownership = ad::slot_ownership<typename parts::body, parts::axes, parts::parallel>;
     static constexpr bool banded = ownership::template any_banded<int(Args::size)>;
+    // A 1-D chunk steps several iterations together where the body carries
+    // a value through a nested loop (eval/interleave.hpp; no other pass
+    // declares this).
+    static constexpr bool interleaves_iterations =
+        parts::parallel && parts::axes == 1 && !banded && eval::interleaves_v<typename parts::body>;
+    template <class Body, class Fr, int W>
+    static void interleaved_iteration(Body const& body, Fr (&lanes)[W]) {
+      eval::interleaved<W>::eval(body, lanes);
+    }
     // Values only added into (a scatter through an index field): per-thread
     // copies, unless the field is a fixed-element reduction, whose partial
     // sums are in the frame already.
@@ -227,6 +237,18 @@ struct adjoint_pass {
     template <class Body, class Fr>
     CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
       base::evaluator::run_body(body, f);
+      after_iteration(f);
+    }
+    // Several iterations in step on the host (ad/interleave.hpp), each frame
+    // with its own adstack.
+    static constexpr bool interleaves_iterations = ad::reverse_interleaves_v<base, int(Args::size)>;
+    template <class Body, class Fr, int W>
+    static void interleaved_iteration(Body const& body, Fr (&lanes)[W]) {
+      ad::interleaved_reverse<typename base::evaluator, W>::run_body(body, lanes);
+      for (auto& f : lanes) after_iteration(f);
+    }
+    template <class Fr>
+    CTG_HOST_DEVICE static void after_iteration(Fr& f) {
       if (f.stack.overflowed()) {
         report_overflow(f.status, f.stack.overflow_site, 4 * f.stack.high, 4 * f.stack.capacity);
         restart(f, f.stack.base, f.stack.stride, 4 * f.stack.capacity);

@@ -303,13 +303,18 @@ struct forward {
 
   template <class Fr, int... S, class... K>
   CTG_HOST_DEVICE static void eval(node<op::let<S...>, K...> const& n, Fr& f) {
+    init_let(n, f);
+    eval(detail::get<sizeof...(S)>(n.kids), f);
+  }
+  // A let's locals, set to their initial values.
+  template <class Fr, int... S, class... K>
+  CTG_HOST_DEVICE static void init_let(node<op::let<S...>, K...> const& n, Fr& f) {
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       // Initial values are computed before any slot is written: they may read
       // locals of the enclosing scope only.
       auto inits = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
       ((detail::get<S>(f.locals) = detail::get<Is>(inits)), ...);
     }(std::make_index_sequence<sizeof...(S)>{});
-    eval(detail::get<sizeof...(S)>(n.kids), f);
   }
 
   // Iterates the index box of a loop node at level L, innermost axis fastest,

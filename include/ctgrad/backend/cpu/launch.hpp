@@ -57,20 +57,47 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
     else
       return false;
   }();
+  // The forward pass steps several iterations together where the body
+  // carries a value through a nested loop (eval/interleave.hpp).
+  constexpr bool interleave = [] {
+    if constexpr (requires { Plan::interleaves_iterations; })
+      return A == 1 && Plan::interleaves_iterations;
+    else
+      return false;
+  }();
   std::conditional_t<split, eval::interior_frame<frame_type>, frame_type> interior{};
   frame_type& f = interior;
-  f.args = &local_args;
-  f.status = &status;
-  f.concurrent = concurrent;
-  f.private_params = private_params;
-  Plan::prepare(f, stack, 1, capacity);
+  // `stride` and `bytes`: the frame's share of the adstack.
+  auto const prepare = [&](auto& frame, std::uint32_t* first_word, long long stride, long long bytes) {
+    frame.args = &local_args;
+    frame.status = &status;
+    frame.concurrent = concurrent;
+    frame.private_params = private_params;
+    Plan::prepare(frame, first_word, stride, bytes);
+  };
+  prepare(f, stack, 1, capacity);
   if constexpr (A == 1) {
     // The loop index itself as the induction variable: an index computed
     // from the iteration number (int(it), which may wrap) is not affine to
     // the compiler, which then vectorises nothing.
     int const first = box.lo[0] + int(b), last = box.lo[0] + int(e);
     auto const run = [&](auto& frame, int from, int to) {
-      for (int i = from; i < to; ++i) {
+      int i = from;
+      if constexpr (interleave) {
+        constexpr int lanes = eval::interleaved_lanes;
+        if (to - from >= lanes) {
+          // Prepared as `frame` was, not copied from it: its locals may
+          // hold nothing yet. The thread's adstack holds `lanes` times an
+          // iteration's (prepared_offload), its words interleaved.
+          std::remove_reference_t<decltype(frame)> lane_frames[lanes]{};
+          for (int k = 0; k < lanes; ++k) prepare(lane_frames[k], stack ? stack + k : stack, lanes, capacity / lanes / 4 * 4);
+          for (; i + lanes <= to; i += lanes) {
+            for (int k = 0; k < lanes; ++k) lane_frames[k].idx[0][0] = i + k;
+            Plan::interleaved_iteration(body, lane_frames);
+          }
+        }
+      }
+      for (; i < to; ++i) {
         frame.idx[0][0] = i;
         if constexpr (Plan::banded) frame.near_chunk_edge = i - first < margin || last - i <= margin;
         Plan::iteration(body, frame);
@@ -206,6 +233,10 @@ struct prepared_offload {
     eval::forward::bounds(loop, host, box.lo, box.hi);
     backend::narrow_to_owned(box, args);
     capacity = backend::adstack_bytes<plan>(body, args, iterations, unsized_site, &box);
+    // A chunk that interleaves iterations gives each of them a share of its
+    // thread's adstack (run_chunk).
+    if constexpr (requires { plan::interleaves_iterations; })
+      if constexpr (plan::interleaves_iterations) capacity *= eval::interleaved_lanes;
     if constexpr (plan::banded) margin = plan::ownership::template chunk_margin<params>(body, host, box.lo, box.hi);
     if constexpr (plan::gathers) {
       gather = unsized_site < 0 && plan::gather::prepare(body, host, shifts);
