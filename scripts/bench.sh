@@ -8,6 +8,10 @@
 #   thread_scaling.json                          ctgrad and hand-written on 1 and 2 threads, paired
 #   tape_inplace.json                            the tape's saving rate against memcpy, and in-place
 #                                                rollouts against state indexed by the step
+#   interleave.json                              the recurrence with its iterations interleaved, against
+#                                                hand-written loops one element at a time and interleaved
+#   vector_math.json                             the map with CTG_VECTOR_MATH, against hand-written
+#                                                loops with scalar and with vector functions
 #   cpu_adolc.json                               ctgrad vs ADOL-C (when libadolc-dev is installed)
 #   alloc_count.json                             heap allocations inside launches
 #   compile_time.json/.csv                       compile seconds of generated kernels
@@ -72,7 +76,7 @@ fi
 cmake --preset bench >/dev/null
 cmake --build --preset bench --target bench_cpu_workloads bench_cpu_workloads_sim bench_cpu_adolc \
   bench_alloc_count bench_profile_counts bench_launch_overhead bench_thread_scaling bench_tape_inplace \
-  bench_views_strided
+  bench_views_strided bench_interleave bench_vector_math
 
 out=bench/results
 bin=build/bench/bench
@@ -82,7 +86,8 @@ if [[ -n $(git status --porcelain -- include bench ':!bench/results') ]]; then g
 args=(--benchmark_out_format=json "--benchmark_context=git_hash=$git_hash")
 if ((quick)); then args+=(--benchmark_min_time=0.1); fi
 
-for b in cpu_workloads cpu_workloads_sim launch_overhead thread_scaling tape_inplace views_strided; do
+for b in cpu_workloads cpu_workloads_sim launch_overhead thread_scaling tape_inplace views_strided interleave \
+  vector_math; do
   "$bin/bench_$b" "--benchmark_out=$out/$b.json" "${args[@]}"
 done
 # Exit status 77: built without ADOL-C (it says so).

@@ -81,6 +81,10 @@ CTG_IMPL_VECTOR_FUNCTION(atan)
 CTG_IMPL_VECTOR_FUNCTION(expm1)
 CTG_IMPL_VECTOR_FUNCTION(log1p)
 CTG_IMPL_VECTOR_FUNCTION(erf)
+#  else
+namespace ctg::vector_math {
+using std::tan, std::tanh, std::asin, std::acos, std::atan, std::expm1, std::log1p, std::erf;
+}  // namespace ctg::vector_math
 #  endif
 #  undef CTG_IMPL_VECTOR_FUNCTION
 
@@ -103,6 +107,13 @@ CTG_IMPL_VECTOR_FUNCTION(erf)
 #  define CTG_IMPL_MATH_ABI_END }
 
 #else
+
+// Without the setting, the same names are std's functions, so that code
+// calling them (a hand-written loop beside a kernel) builds either way.
+namespace ctg::vector_math {
+using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::expm1, std::log,
+    std::log1p, std::erf;
+}  // namespace ctg::vector_math
 
 #  define CTG_IMPL_MATH_USING                                                                               \
     using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::log,     \
