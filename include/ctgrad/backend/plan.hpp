@@ -237,22 +237,27 @@ struct adjoint_pass {
     template <class Body, class Fr>
     CTG_HOST_DEVICE static void iteration(Body const& body, Fr& f) {
       base::evaluator::run_body(body, f);
-      after_iteration(f);
+      if (f.stack.overflowed()) restart_after_overflow(f);
+    }
+    // Reports the frame's overflow, if it had one, and starts it afresh.
+    template <class Fr>
+    CTG_HOST_DEVICE static void restart_after_overflow(Fr& f) {
+      if (f.stack.overflowed())
+        report_overflow(f.status, f.stack.overflow_site, 4 * f.stack.high, 4 * f.stack.capacity);
+      restart(f, f.stack.base, f.stack.stride, 4 * f.stack.capacity);
     }
     // Several iterations in step on the host (ad/interleave.hpp), each frame
     // with its own adstack.
     static constexpr bool interleaves_iterations = ad::reverse_interleaves_v<base, int(Args::size)>;
+    // An overflow in one lane leaves the others' sweeps undone: every lane
+    // starts afresh (the launch reports the overflow).
     template <class Body, class Fr, int W>
     static void interleaved_iteration(Body const& body, Fr (&lanes)[W]) {
       ad::interleaved_reverse<typename base::evaluator, W>::run_body(body, lanes);
-      for (auto& f : lanes) after_iteration(f);
-    }
-    template <class Fr>
-    CTG_HOST_DEVICE static void after_iteration(Fr& f) {
-      if (f.stack.overflowed()) {
-        report_overflow(f.status, f.stack.overflow_site, 4 * f.stack.high, 4 * f.stack.capacity);
-        restart(f, f.stack.base, f.stack.stride, 4 * f.stack.capacity);
-      }
+      bool overflowed = false;
+      for (auto& f : lanes) overflowed = overflowed || f.stack.overflowed();
+      if (overflowed)
+        for (auto& f : lanes) restart_after_overflow(f);
     }
     // Bytes of adstack one thread needs (host side; reads the fields loop
     // bounds depend on). Sets `unsized` to the loop site no launch can bound.

@@ -38,10 +38,13 @@ std::pair<int, int> guarded_range(Body const& body, Fr& f, int first, int last) 
 // into banded fields (ad::slot_ownership), the others with plain adds.
 // `private_params`: the fields whose buffer in `args` is this thread's
 // private copy (private_scatter below).
+// `lanes_fit`: the adstack holds interleaved_lanes iterations' snapshots
+// side by side (prepared_offload), so that iterations may interleave.
 template <class Plan, int A, class Body, class Args>
 CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args const& args,
                            eval::launch_status& status, std::uint32_t* stack, long long capacity, bool concurrent,
-                           long long margin, unsigned long long private_params, std::int64_t b, std::int64_t e) {
+                           long long margin, unsigned long long private_params, bool lanes_fit, std::int64_t b,
+                           std::int64_t e) {
   Args const local_args = args;  // a copy of the field views, for the same reason
   // Zeroed once per chunk: the adjoint restores a local from the site slot of
   // an assignment only in the branch that saved it, which GCC cannot follow
@@ -85,7 +88,7 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
       int i = from;
       if constexpr (interleave) {
         constexpr int lanes = eval::interleaved_lanes;
-        if (to - from >= lanes) {
+        if (lanes_fit && to - from >= lanes) {
           // Prepared as `frame` was, not copied from it: its locals may
           // hold nothing yet. The thread's adstack holds `lanes` times an
           // iteration's (prepared_offload), its words interleaved.
@@ -217,6 +220,10 @@ struct prepared_offload {
   long long capacity = 0;  // adstack bytes per thread
   int unsized_site = -1;   // a loop whose adstack no launch can size (nothing runs)
   long long margin = 0;    // the chunk margin of the banded fields (run_chunk)
+  bool lanes_fit = false;  // iterations may interleave (run_chunk), their adstacks side by side
+  // The most adstack bytes one iteration may need for iterations to
+  // interleave.
+  static constexpr long long interleaved_stack_limit = 1 << 20;
   // The gather adjoint (ad/gather.hpp): whether this launch runs it, the
   // taps' shifts and the box of elements they reach.
   bool gather = false;
@@ -234,9 +241,14 @@ struct prepared_offload {
     backend::narrow_to_owned(box, args);
     capacity = backend::adstack_bytes<plan>(body, args, iterations, unsized_site, &box);
     // A chunk that interleaves iterations gives each of them a share of its
-    // thread's adstack (run_chunk).
-    if constexpr (requires { plan::interleaves_iterations; })
-      if constexpr (plan::interleaves_iterations) capacity *= eval::interleaved_lanes;
+    // thread's adstack (run_chunk), unless an iteration alone needs so much
+    // that a thread's memory would be mostly snapshots.
+    if constexpr (requires { plan::interleaves_iterations; }) {
+      if constexpr (plan::interleaves_iterations) {
+        lanes_fit = capacity <= interleaved_stack_limit;
+        if (lanes_fit) capacity *= eval::interleaved_lanes;
+      }
+    }
     if constexpr (plan::banded) margin = plan::ownership::template chunk_margin<params>(body, host, box.lo, box.hi);
     if constexpr (plan::gathers) {
       gather = unsized_site < 0 && plan::gather::prepare(body, host, shifts);
@@ -261,7 +273,7 @@ struct prepared_offload {
   // Iterations [b, e) on the calling thread; `concurrent`: other threads run
   // other iterations at the same time (accumulations must be atomic).
   void run(std::int64_t b, std::int64_t e, bool concurrent, std::uint32_t* stack) const {
-    run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, margin, 0, b, e);
+    run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, margin, 0, lanes_fit, b, e);
   }
   // The gather adjoint's sweeps: elements [b, e) of `reach`, then, once
   // every element is done, iterations [b, e) of the box clearing seeds.
@@ -274,7 +286,7 @@ struct prepared_offload {
   // The same on other views of the arguments: those of private_scatter.
   void run(Args const& views, unsigned long long private_params, std::int64_t b, std::int64_t e, bool concurrent,
            std::uint32_t* stack) const {
-    run_chunk<plan>(box, body, views, status, stack, capacity, concurrent, margin, private_params, b, e);
+    run_chunk<plan>(box, body, views, status, stack, capacity, concurrent, margin, private_params, lanes_fit, b, e);
   }
 };
 
