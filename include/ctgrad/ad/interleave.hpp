@@ -117,10 +117,29 @@ struct interleaved_reverse {
       R::template iterate_backwards<L, A>(lo, hi, lanes[0], [&] {
         share_indices<L, A>(lanes);
         for (int k = 0; k < W; ++k) R::template pop_carried<Body>(lanes[k]);
-        recompute<mode::recompute>(body, lanes);
+        recompute_iteration(body, lanes);
         sweep(body, lanes);
       });
     }
+  }
+
+  // As R::recompute_iteration: a final assignment only saves its old value.
+  template <class N, class Fr>
+  static void recompute_iteration(N const& n, Fr (&lanes)[W]) {
+    recompute<mode::recompute>(n, lanes);
+  }
+  template <class... S, class Fr>
+    requires(sizeof...(S) > 0)
+  static void recompute_iteration(node<op::block, S...> const& n, Fr (&lanes)[W]) {
+    constexpr std::size_t last = sizeof...(S) - 1;
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (recompute<mode::recompute>(detail::get<Is>(n.kids), lanes), ...);
+    }(std::make_index_sequence<last>{});
+    recompute_iteration(detail::get<last>(n.kids), lanes);
+  }
+  template <int Site, class L, class E, class Fr>
+  static void recompute_iteration(node<op::assign<Site>, L, E> const&, Fr (&lanes)[W]) {
+    for (int k = 0; k < W; ++k) R::template save_assigned<Site, L>(lanes[k]);
   }
 
   // One group of iterations, as R::run_body runs one.

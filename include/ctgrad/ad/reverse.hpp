@@ -459,9 +459,8 @@ struct reverse {
 
   template <mode M, class Fr, int Site, class L, class E>
   CTG_HOST_DEVICE static void forward_stmt(node<op::assign<Site>, L, E> const& n, Fr& f) {
-    constexpr int slot = eval::assigned_local<L>::slot;
-    if constexpr (needed(slot)) {
-      if constexpr (M == mode::recompute) detail::get<Site>(f.locals) = detail::get<slot>(f.locals);
+    if constexpr (needed(eval::assigned_local<L>::slot)) {
+      if constexpr (M == mode::recompute) save_assigned<Site, L>(f);
       forward::eval(n, f);
     }
   }
@@ -855,8 +854,36 @@ struct reverse {
   template <class Body, class Fr>
   CTG_HOST_DEVICE static void rev_iteration(Body const& body, Fr& f) {
     pop_carried<Body>(f);
-    forward_stmt<mode::recompute>(body, f);
+    recompute_iteration(body, f);
     rev(body, f);
+  }
+  // The recompute of one iteration before its sweep. The value a final
+  // assignment computes is never read: the sweep starts with that
+  // assignment, which puts the old value back, and the next iteration pops
+  // its own snapshot. So only the old value is saved (in `v = sin(v) a + b`
+  // the sweep then takes cos(v) alone, not sin(v) too).
+  template <class Body, class Fr>
+  CTG_HOST_DEVICE static void recompute_iteration(Body const& body, Fr& f) {
+    forward_stmt<mode::recompute>(body, f);
+  }
+  template <class... S, class Fr>
+    requires(sizeof...(S) > 0)
+  CTG_HOST_DEVICE static void recompute_iteration(node<op::block, S...> const& n, Fr& f) {
+    constexpr std::size_t last = sizeof...(S) - 1;
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (forward_stmt<mode::recompute>(detail::get<Is>(n.kids), f), ...);
+    }(std::make_index_sequence<last>{});
+    recompute_iteration(detail::get<last>(n.kids), f);
+  }
+  template <int Site, class L, class E, class Fr>
+  CTG_HOST_DEVICE static void recompute_iteration(node<op::assign<Site>, L, E> const&, Fr& f) {
+    save_assigned<Site, L>(f);
+  }
+  // What an assignment's recompute saves for its sweep: the old value.
+  template <int Site, class L, class Fr>
+  CTG_HOST_DEVICE static void save_assigned(Fr& f) {
+    constexpr int slot = eval::assigned_local<L>::slot;
+    if constexpr (needed(slot)) detail::get<Site>(f.locals) = detail::get<slot>(f.locals);
   }
 
   template <int L, int A, int Axis = 0, class Fr, class Visit>
