@@ -68,6 +68,42 @@ auto rich_serial = ctg::kernel<"rich_serial">([](auto x, auto y, auto z, int out
   return ctg::serial_range(x.size(), rich_body(x, y, z, outer, inner, c));
 });
 
+// Funcs (one whose value comes from a let block, one that stores), a
+// custom gradient and assignments to one component of a vector local, in
+// and after the stepped loop.
+struct soft_norm {
+  double eps;
+  template <class T>
+  CTG_HOST_DEVICE T forward(T x) const {
+    using std::sqrt;
+    return sqrt(x * x + T(eps));
+  }
+  template <class T>
+  CTG_HOST_DEVICE T backward(T x, T g) const {
+    using std::sqrt;
+    return g * x / sqrt(x * x + T(eps));
+  }
+};
+inline auto soft = ctg::custom_gradient<"soft_norm">(soft_norm{1e-3});
+inline auto squash = ctg::func<"squash">([](auto t) {
+  return ctg::let(ctg::tanh(t), [=](auto c) { return ctg::block(ctg::result(c * (1.5 - 0.5 * c * c))); });
+});
+inline auto put = ctg::func<"put">([](auto out, auto i, auto value) { return out[i] = value; });
+constexpr auto funcs_body = [](auto x, auto y, int steps) {
+  return [=](auto i) {
+    return ctg::let(ctg::vec(x[i], 0.5), [=](auto p) {
+      return ctg::block(ctg::range(steps, [=](auto j) {
+                          return ctg::block(p[0_c] = squash(p[0_c] * 1.3 + p[1_c]) + 0.01 * j,
+                                            p[1_c] = soft(p[1_c] - p[0_c]) * 0.7);
+                        }),
+                        put(y, i, p[0_c] * p[1_c] + x[i]));
+    });
+  };
+};
+auto funcs = ctg::kernel<"funcs">([](auto x, auto y, int steps) { return ctg::range(x.size(), funcs_body(x, y, steps)); });
+auto funcs_serial = ctg::kernel<"funcs_serial">(
+    [](auto x, auto y, int steps) { return ctg::serial_range(x.size(), funcs_body(x, y, steps)); });
+
 // Sizes below, at and around the lanes, and launches that the pool splits
 // into chunks whose lengths are not multiples of the lanes.
 constexpr int sizes[] = {1, 7, 8, 9, 17, 1001, 5003};
@@ -174,6 +210,41 @@ TEST_CASE("interleaved iterations: nested loops, a vector local, guards, an if_ 
         INFO("n = " << n << ", i = " << i);
         CHECK(interleaved[std::size_t(i)] == Approx((loss_at(x0 + h) - loss_at(x0 - h)) / (2 * h)).epsilon(1e-6));
       }
+    }
+  }
+}
+
+TEST_CASE("interleaved iterations: funcs, a custom gradient and component assignments, bit for bit") {
+  static_assert(decltype(funcs)::interleaves_forward<d1, d1, int>());
+  static_assert(decltype(funcs)::interleaves_adjoint<d1, d1, int>());
+  for (int threads : {1, 3}) {
+    ad_test::thread_scope scope(threads);
+    for (int n : sizes) {
+      d1 x({n}, {.name = "x"}), y({n}, {.name = "y"}), sy({n}, {.name = "sy"});
+      for (int i = 0; i < n; ++i) x.at(i) = std::sin(0.21 * i) * 0.8;
+      funcs(x, y, 6);
+      funcs_serial(x, sy, 6);
+      for (int i = 0; i < n; ++i) y.grad().at(i) = sy.grad().at(i) = 1.0 - 0.01 * (i % 9);
+      funcs.grad(x, y, 6);
+      std::vector<double> const interleaved = x.grad().to_vector();
+      x.zero_grad();
+      funcs_serial.grad(x, sy, 6);
+      for (int i = 0; i < n; ++i) {
+        INFO("n = " << n << ", i = " << i << ", threads = " << threads);
+        REQUIRE(y.at(i) == sy.at(i));
+        REQUIRE(interleaved[std::size_t(i)] == x.grad().at(i));
+      }
+      // One element's gradient against finite differences of the serial kernel.
+      int const i = n / 2;
+      auto value_at = [&](double xi) {
+        d1 xx({n}, {.name = "xx"}), yy({n}, {.name = "yy"});
+        for (int k = 0; k < n; ++k) xx.at(k) = x.at(k);
+        xx.at(i) = xi;
+        funcs_serial(xx, yy, 6);
+        return (1.0 - 0.01 * (i % 9)) * yy.at(i);
+      };
+      double const h = 1e-6, x0 = x.at(i);
+      CHECK(interleaved[std::size_t(i)] == Approx((value_at(x0 + h) - value_at(x0 - h)) / (2 * h)).epsilon(1e-6));
     }
   }
 }
