@@ -500,6 +500,9 @@ void BM_views_step_forward(benchmark::State& state) {
 
 void BM_views_step_adjoint(benchmark::State& state) {
   views_data d;
+  // The adjoint reads the masses the forward launch read.
+  views_step(d.xs, d.vs, d.ms, views_dt);
+  views_step(d.xo, d.vo, d.mo, views_dt);
   Eigen::Vector3f const seed(1.0f, 0.5f, -2.0f);
   d.xs.grad().fill(seed);
   d.xo.grad().fill(seed);

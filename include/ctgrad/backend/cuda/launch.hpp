@@ -75,9 +75,15 @@ __global__ void __launch_bounds__(block_size)
   std::int64_t const stride = std::int64_t(gridDim.x) * blockDim.x;
   // The threads' stacks are interleaved word by word (coalesced pushes).
   Plan::prepare(f, stacks ? stacks + tid : nullptr, stride, capacity);
+  // A copy in registers: read through the parameter's address, the body's
+  // constants (a launch's scalar arguments) were loaded again, and index
+  // products recomputed, in every iteration, since nvcc did not hoist them
+  // past the loop's global stores (the wave step: 49 parameter loads and
+  // 64-bit multiplies in the loop; 19 loads, all before it, with the copy).
+  Body const local_body = body;
   for (std::int64_t it = tid; it < count; it += stride) {
     box.set(f, it);
-    Plan::iteration(body, f);
+    Plan::iteration(local_body, f);
   }
   Plan::finish(f);
 }
@@ -164,6 +170,18 @@ inline void after_launch(std::string_view kernel, eval::launch_status* device_st
 template <class Plan>
 constexpr bool reads_status = CTG_BOUNDS_CHECK || Plan::uses_stack;
 
+// The device word a launch reports its failures in (followed by room for
+// the loop box). Cleared only where the launch's status is read back: a
+// cudaMemsetAsync is an operation of its own on the device, and between the
+// short launches of a time loop it was a measurable share of each step.
+template <class Plan>
+eval::launch_status* launch_status_for(std::string_view kernel) {
+  auto* status = static_cast<eval::launch_status*>(scratch::status().get(sizeof(eval::launch_status) + 64, "launch status"));
+  if constexpr (reads_status<Plan>)
+    check(cudaMemsetAsync(status, 0, sizeof(eval::launch_status)), "kernel '" + std::string(kernel) + "'");
+  return status;
+}
+
 // The adstack bytes one thread needs (backend::adstack_bytes), with the
 // device integer fields its loop bounds read mirrored to the host.
 template <class Plan, class Body, class Args, int A = 1>
@@ -185,8 +203,7 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   using L = typename traits::loop;
   constexpr int A = traits::axes;
   auto const& loop = traits::loop_of(o);
-  auto* dstatus = static_cast<eval::launch_status*>(scratch::status().get(sizeof(eval::launch_status) + 64, "launch status"));
-  check(cudaMemsetAsync(dstatus, 0, sizeof(eval::launch_status)), "kernel '" + std::string(kernel) + "'");
+  auto* dstatus = launch_status_for<plan>(kernel);
 
   backend::loop_box<A> box;
   if constexpr (bounds_read_fields<L, A>()) {
@@ -230,8 +247,7 @@ template <class Pass, int Slots, class Args, class B>
 void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, std::string_view kernel) {
   using plan = typename Pass::template plan<Args, serial_offload<B>, Slots>;
-  auto* dstatus = static_cast<eval::launch_status*>(scratch::status().get(sizeof(eval::launch_status) + 64, "launch status"));
-  check(cudaMemsetAsync(dstatus, 0, sizeof(eval::launch_status)), "kernel '" + std::string(kernel) + "'");
+  auto* dstatus = launch_status_for<plan>(kernel);
   int site = -1;
   long long const capacity = mirrored_adstack_bytes<plan>(o.body, args, iterations, site);
   if (site >= 0) {
