@@ -415,19 +415,11 @@ void BM_recurrence_adjoint(benchmark::State& state) {
 // device memory (x, v, mass side by side, 28 bytes per particle), through
 // strided views, against the same kernel on three owning device fields and a
 // hand-written kernel over the structs. Target: strided/owning <= 1.10.
-struct particle {
-  Eigen::Vector3f x;
-  Eigen::Vector3f v;
-  float mass;
-};
+using bench::particle;
 constexpr int views_n = 1 << 24;
 constexpr float views_dt = 1e-3f;
 
-auto views_step = ctg::kernel<"step">([](auto x, auto v, auto mass, float dt) {
-  return ctg::range(x.size(), [=](auto i) {
-    return ctg::block(v[i] = v[i] + dt * ctg::vec(0.0f, -9.8f, 0.0f) / mass[i], x[i] = x[i] + dt * v[i]);
-  });
-});
+auto const& views_step = bench::particle_step;
 
 __global__ void views_step_hand(particle* p, long long n, float dt) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {

@@ -34,4 +34,18 @@ inline auto spring_kernel = ctg::kernel<"springs">([](auto x, auto a, auto b, au
   });
 });
 
+// A particle in an array of structs (28 bytes), and one explicit step on its
+// members: v += dt g / m, x += dt v. bench/views_strided.cpp and the GPU
+// views benchmark run it on strided views of the structs and on owning fields.
+struct particle {
+  Eigen::Vector3f x;
+  Eigen::Vector3f v;
+  float mass;
+};
+inline auto particle_step = ctg::kernel<"step">([](auto x, auto v, auto mass, float dt) {
+  return ctg::range(x.size(), [=](auto i) {
+    return ctg::block(v[i] = v[i] + dt * ctg::vec(0.0f, -9.8f, 0.0f) / mass[i], x[i] = x[i] + dt * v[i]);
+  });
+});
+
 }  // namespace bench

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu_support.hpp"
+#include "kernels.hpp"
 
 #include <ctgrad/view.hpp>
 
@@ -20,19 +21,11 @@ namespace {
 
 using bench::variant;
 
-struct particle {
-  Eigen::Vector3f x;
-  Eigen::Vector3f v;
-  float mass;
-};
+using bench::particle;
 constexpr int n = 1 << 20;
 constexpr float dt = 1e-3f;
 
-auto step = ctg::kernel<"step">([](auto x, auto v, auto mass, float dt) {
-  return ctg::range(x.size(), [=](auto i) {
-    return ctg::block(v[i] = v[i] + dt * ctg::vec(0.0f, -9.8f, 0.0f) / mass[i], x[i] = x[i] + dt * v[i]);
-  });
-});
+auto const& step = bench::particle_step;
 
 void hand_aos(std::vector<particle>& p) {
   particle* q = p.data();

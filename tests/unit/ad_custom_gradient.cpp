@@ -5,26 +5,11 @@
 #include <cmath>
 #include <ctgrad/ctgrad.hpp>
 
+#include "ad_test_support.hpp"
+
 namespace {
 
-struct soft_abs {
-  double eps;
-  template <class T>
-  CTG_HOST_DEVICE T forward(T x) const {
-    using std::sqrt;
-    return sqrt(x * x + T(eps));
-  }
-  template <class T>
-  CTG_HOST_DEVICE T backward(T x, T g) const {
-    using std::sqrt;
-    return g * x / sqrt(x * x + T(eps));
-  }
-  template <class T>
-  CTG_HOST_DEVICE T tangent(T x, T dx) const {
-    using std::sqrt;
-    return dx * x / sqrt(x * x + T(eps));
-  }
-};
+using ad_test::soft_abs;
 
 // A deliberately "wrong" backward (scaled by 10) shows it is the one used.
 struct scaled_product {

@@ -2,12 +2,34 @@
 // plain C++ re-implementations of the kernels, and a scope that changes the
 // CPU backend's thread count.
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
 
 namespace ad_test {
+
+// sqrt(x^2 + eps): |x| made smooth, as a custom-gradient functor with its
+// backward and tangent written by hand.
+struct soft_abs {
+  double eps;
+  template <class T>
+  CTG_HOST_DEVICE T forward(T x) const {
+    using std::sqrt;
+    return sqrt(x * x + T(eps));
+  }
+  template <class T>
+  CTG_HOST_DEVICE T backward(T x, T g) const {
+    using std::sqrt;
+    return g * x / sqrt(x * x + T(eps));
+  }
+  template <class T>
+  CTG_HOST_DEVICE T tangent(T x, T dx) const {
+    using std::sqrt;
+    return dx * x / sqrt(x * x + T(eps));
+  }
+};
 
 // The CPU backend runs on `threads` threads while this object lives, then goes
 // back to the default pool. More threads than cores is fine: the point is that

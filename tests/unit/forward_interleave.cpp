@@ -71,20 +71,7 @@ auto rich_serial = ctg::kernel<"rich_serial">([](auto x, auto y, auto z, int out
 // Funcs (one whose value comes from a let block, one that stores), a
 // custom gradient and assignments to one component of a vector local, in
 // and after the stepped loop.
-struct soft_norm {
-  double eps;
-  template <class T>
-  CTG_HOST_DEVICE T forward(T x) const {
-    using std::sqrt;
-    return sqrt(x * x + T(eps));
-  }
-  template <class T>
-  CTG_HOST_DEVICE T backward(T x, T g) const {
-    using std::sqrt;
-    return g * x / sqrt(x * x + T(eps));
-  }
-};
-inline auto soft = ctg::custom_gradient<"soft_norm">(soft_norm{1e-3});
+inline auto soft = ctg::custom_gradient<"soft_abs">(ad_test::soft_abs{1e-3});
 inline auto squash = ctg::func<"squash">([](auto t) {
   return ctg::let(ctg::tanh(t), [=](auto c) { return ctg::block(ctg::result(c * (1.5 - 0.5 * c * c))); });
 });

@@ -123,23 +123,14 @@ struct interleaved_reverse {
     }
   }
 
-  // As R::recompute_iteration: a final assignment only saves its old value.
-  template <class N, class Fr>
-  static void recompute_iteration(N const& n, Fr (&lanes)[W]) {
-    recompute<mode::recompute>(n, lanes);
-  }
-  template <class... S, class Fr>
-    requires(sizeof...(S) > 0)
-  static void recompute_iteration(node<op::block, S...> const& n, Fr (&lanes)[W]) {
-    constexpr std::size_t last = sizeof...(S) - 1;
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      (recompute<mode::recompute>(detail::get<Is>(n.kids), lanes), ...);
-    }(std::make_index_sequence<last>{});
-    recompute_iteration(detail::get<last>(n.kids), lanes);
-  }
-  template <int Site, class L, class E, class Fr>
-  static void recompute_iteration(node<op::assign<Site>, L, E> const&, Fr (&lanes)[W]) {
-    for (int k = 0; k < W; ++k) R::template save_assigned<Site, L>(lanes[k]);
+  // R::recompute_iteration's steps, each on every lane.
+  template <class Body, class Fr>
+  static void recompute_iteration(Body const& body, Fr (&lanes)[W]) {
+    R::recompute_steps(
+        body, [&](auto const& s) { recompute<mode::recompute>(s, lanes); },
+        [&](auto const& final_assignment) {
+          for (int k = 0; k < W; ++k) R::save_final(final_assignment, lanes[k]);
+        });
   }
 
   // One group of iterations, as R::run_body runs one.

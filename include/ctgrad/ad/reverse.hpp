@@ -864,19 +864,33 @@ struct reverse {
   // the sweep then takes cos(v) alone, not sin(v) too).
   template <class Body, class Fr>
   CTG_HOST_DEVICE static void recompute_iteration(Body const& body, Fr& f) {
-    forward_stmt<mode::recompute>(body, f);
+    recompute_steps(
+        body, [&](auto const& s) { forward_stmt<mode::recompute>(s, f); },
+        [&](auto const& final_assignment) { save_final(final_assignment, f); });
   }
-  template <class... S, class Fr>
+  // The steps of that recompute, shared with the interleaved sweep
+  // (ad/interleave.hpp), which runs each on all its lanes: `forward(s)`
+  // recomputes statement s, `save(a)` only saves the old value of the final
+  // assignment a.
+  template <class Body, class Forward, class Save>
+  CTG_HOST_DEVICE static void recompute_steps(Body const& body, Forward const& forward, Save const&) {
+    forward(body);
+  }
+  template <class... S, class Forward, class Save>
     requires(sizeof...(S) > 0)
-  CTG_HOST_DEVICE static void recompute_iteration(node<op::block, S...> const& n, Fr& f) {
+  CTG_HOST_DEVICE static void recompute_steps(node<op::block, S...> const& n, Forward const& forward, Save const& save) {
     constexpr std::size_t last = sizeof...(S) - 1;
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      (forward_stmt<mode::recompute>(detail::get<Is>(n.kids), f), ...);
+      (forward(detail::get<Is>(n.kids)), ...);
     }(std::make_index_sequence<last>{});
-    recompute_iteration(detail::get<last>(n.kids), f);
+    recompute_steps(detail::get<last>(n.kids), forward, save);
+  }
+  template <int Site, class L, class E, class Forward, class Save>
+  CTG_HOST_DEVICE static void recompute_steps(node<op::assign<Site>, L, E> const& n, Forward const&, Save const& save) {
+    save(n);
   }
   template <int Site, class L, class E, class Fr>
-  CTG_HOST_DEVICE static void recompute_iteration(node<op::assign<Site>, L, E> const&, Fr& f) {
+  CTG_HOST_DEVICE static void save_final(node<op::assign<Site>, L, E> const&, Fr& f) {
     save_assigned<Site, L>(f);
   }
   // What an assignment's recompute saves for its sweep: the old value.
