@@ -13,6 +13,10 @@ and three shapes:
 
   expr    one expression N operations deep: y[i] = op_N(... op_1(x[i]))
   locals  N assignments to one local: v = op_k(v), then y[i] = v
+  lets    the expr chain cut every 32 operations by a ctg::let: each
+          let-local holds 32 operations and the next 32 start from it
+          (not measured by default: `--shapes lets`). The same arithmetic
+          as expr, written the way docs/05 *Keeping it down* recommends.
   funcs   N/4 nested calls of a 4-operation func that uses its argument
           three times, around a let-block with a serial loop (not measured by
           default: `--shapes funcs`). A func's arguments are evaluated once,
@@ -79,6 +83,18 @@ def kernel_source(n, shape, mode):
     });
   });
   auto tri = ctg::func<"tri">([](auto a) { return a * a * 0.25f + ctg::sin(a); });"""
+    elif shape == "lets":
+        # let(chain_0, [=](auto s0) { return let(chain_1(s0), [=](auto s1) { ... y[i] = chain_k(s); }); })
+        segment, e, opened = 32, "x[i]", 0
+        body = ""
+        for start in range(0, n, segment):
+            for k in range(start, min(start + segment, n)):
+                e = OPS[k % len(OPS)].format(e=e)
+            if start + segment < n:
+                body += f"return ctg::let({e}, [=](auto s{opened}) {{\n        "
+                e = f"s{opened}"
+                opened += 1
+        body += f"return y[i] = {e};" + "\n      });" * opened
     elif shape == "expr":
         e = "x[i]"
         for k in range(n):
@@ -246,11 +262,11 @@ def write_svg(rows, path, mode="forward+adjoint", title=None):
     s.append(f'<text x="{(left + right) / 2}" y="{bottom + 36}" text-anchor="middle">operations in the kernel</text>')
     s.append(f'<text x="18" y="{(top + bottom) / 2}" text-anchor="middle" transform="rotate(-90 18 '
              f'{(top + bottom) / 2})">CPU seconds above the headers alone</text>')
-    # one colour per compiler, solid for expr and dashed for locals
+    # one colour per compiler; solid for expr, dashed for locals, dotted for lets
     compilers = sorted({key[0] for key in lines})
     for k, (key, pts) in enumerate(sorted(lines.items())):
         c = colors[compilers.index(key[0]) % len(colors)]
-        dash = ' stroke-dasharray="5 3"' if key[1] == "locals" else ""
+        dash = {"locals": ' stroke-dasharray="5 3"', "lets": ' stroke-dasharray="1.5 2.5"'}.get(key[1], "")
         xy = sorted(pts.items())
         s.append(f'<polyline points="{" ".join(f"{px(n):.1f},{py(v):.1f}" for n, v in xy)}" fill="none" '
                  f'stroke="{c}" stroke-width="1.6"{dash}/>')

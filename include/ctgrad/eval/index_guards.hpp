@@ -74,7 +74,7 @@ struct is_guarded_choice<ir::op::if_<Site>> : std::true_type {};
 template <class E>
 struct has_index_guard : std::false_type {};
 template <class Op, class... K>
-struct has_index_guard<ir::node<Op, K...>> : std::disjunction<has_index_guard<K>...> {};
+struct has_index_guard<ir::node<Op, K...>> : std::bool_constant<(has_index_guard<K>::value || ...)> {};
 template <class Op, class C, class A, class B>
   requires(is_guarded_choice<Op>::value)
 struct has_index_guard<ir::node<Op, C, A, B>>

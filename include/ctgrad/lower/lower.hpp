@@ -258,7 +258,7 @@ constexpr auto attach_site(node<Op, K...> const& n) {
 template <class N>
 struct has_let_value : std::false_type {};
 template <class Op, class... K>
-struct has_let_value<node<Op, K...>> : std::disjunction<has_let_value<K>...> {};
+struct has_let_value<node<Op, K...>> : std::bool_constant<(has_let_value<K>::value || ...)> {};
 template <int... S, class... K>
 struct has_let_value<node<op::let_value<S...>, K...>> : std::true_type {};
 template <class N>
@@ -290,16 +290,49 @@ constexpr auto select_as_branches(node<op::select, C, A, B> const& s) {
   return lowered<decltype(out), First + 4>{out};
 }
 
-template <class Ctx, class Op, class... Kids>
-constexpr auto lower(Ctx, node<Op, Kids...> const& n) {
-  auto r = lower_seq<Ctx>(n.kids);
-  constexpr int next = decltype(r)::next_slot;
-  auto settled = settle(n.op, r.ir);
-  if constexpr (is_branching_select_v<decltype(settled)>) {
+// The end of lowering a node, once its kids are lowered: settle the
+// operands' numbers, then turn a select of statements into branches or give
+// a statement its frame slot.
+template <class Ctx, class Op, class Kids>
+constexpr auto finish_lowering(Op op, Kids const& kids) {
+  constexpr int next = Ctx::next_slot;
+  auto settled = settle(op, kids);
+  using S = decltype(settled);
+  if constexpr (is_branching_select_v<S>) {
     return select_as_branches<next>(settled);
   } else {
     auto out = attach_site<next>(settled);
     return lowered<decltype(out), next + with_site<Op, next>::used>{out};
+  }
+}
+
+// Operands are lowered here, not through lower_seq, for nodes of up to
+// three kids: one level of template instantiation per level of the tree, so
+// that deep expressions stay within the compilers' default depth.
+template <class Ctx, class Op, class... Kids>
+constexpr auto lower(Ctx, node<Op, Kids...> const& n) {
+  constexpr std::size_t arity = sizeof...(Kids);
+  if constexpr (arity == 0) {
+    return finish_lowering<Ctx>(n.op, n.kids);
+  } else if constexpr (arity <= 3) {
+    auto r0 = lower(Ctx{}, detail::get<0>(n.kids));
+    using C1 = with_next_slot<Ctx, decltype(r0)::next_slot>;
+    if constexpr (arity == 1) {
+      return finish_lowering<C1>(n.op, detail::make_tuple(r0.ir));
+    } else {
+      auto r1 = lower(C1{}, detail::get<1>(n.kids));
+      using C2 = with_next_slot<Ctx, decltype(r1)::next_slot>;
+      if constexpr (arity == 2) {
+        return finish_lowering<C2>(n.op, detail::make_tuple(r0.ir, r1.ir));
+      } else {
+        auto r2 = lower(C2{}, detail::get<2>(n.kids));
+        using C3 = with_next_slot<Ctx, decltype(r2)::next_slot>;
+        return finish_lowering<C3>(n.op, detail::make_tuple(r0.ir, r1.ir, r2.ir));
+      }
+    }
+  } else {
+    auto r = lower_seq<Ctx>(n.kids);
+    return finish_lowering<with_next_slot<Ctx, decltype(r)::next_slot>>(n.op, r.ir);
   }
 }
 

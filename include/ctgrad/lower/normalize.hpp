@@ -145,7 +145,7 @@ struct assigned_slot<node<op::component, V, I...>> : assigned_slot<V> {};
 template <class N, int... Declared>
 struct writes_outside : std::false_type {};
 template <class Op, class... K, int... D>
-struct writes_outside<node<Op, K...>, D...> : std::disjunction<writes_outside<K, D...>...> {};
+struct writes_outside<node<Op, K...>, D...> : std::bool_constant<(writes_outside<K, D...>::value || ...)> {};
 template <class L, class E, int... D>
 struct writes_outside<node<op::store, L, E>, D...> : std::true_type {};
 template <atomic_kind A, class L, class E, int... D>
@@ -154,9 +154,10 @@ template <int Site, class L, class E, int... D>
 struct writes_outside<node<op::assign<Site>, L, E>, D...>
     : std::bool_constant<((assigned_slot<L>::value != D) && ...) || writes_outside<E, D...>::value> {};
 template <int... S, class... K, int... D>
-struct writes_outside<node<op::let<S...>, K...>, D...> : std::disjunction<writes_outside<K, D..., S...>...> {};
+struct writes_outside<node<op::let<S...>, K...>, D...> : std::bool_constant<(writes_outside<K, D..., S...>::value || ...)> {};
 template <int... S, class... K, int... D>
-struct writes_outside<node<op::let_value<S...>, K...>, D...> : std::disjunction<writes_outside<K, D..., S...>...> {};
+struct writes_outside<node<op::let_value<S...>, K...>, D...>
+    : std::bool_constant<(writes_outside<K, D..., S...>::value || ...)> {};
 
 template <class Op>
 inline constexpr std::size_t init_count = 0;
