@@ -61,6 +61,9 @@ inline constexpr bool differentiable_v = is_differentiable_v<T>;
 // ---- activity ------------------------------------------------------------------------------
 // Whether an expression's value depends on a differentiable input, given the
 // set of active locals.
+// (The walks below call their _impl directly for each kid: one constant-
+// evaluation frame per level of the tree, so that an expression a few
+// hundred operations deep stays within the compilers' default depth.)
 template <int N>
 struct activity_rules {
   template <class E>
@@ -81,15 +84,15 @@ struct activity_rules {
       if constexpr (is_math<Op>::kind == fn::grad_kind::none)
         return false;
       else
-        return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
+        return differentiable_v<value_t<E>> && (expr_impl(static_cast<K const*>(nullptr), act) || ...);
     } else if constexpr (std::is_same_v<Op, op::select> || is_custom_op<Op>) {
-      return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
+      return differentiable_v<value_t<E>> && (expr_impl(static_cast<K const*>(nullptr), act) || ...);
     } else if constexpr (is_cast<Op>::value) {
-      return differentiable_v<value_t<E>> && (expr<K>(act) || ...);
+      return differentiable_v<value_t<E>> && (expr_impl(static_cast<K const*>(nullptr), act) || ...);
     } else if constexpr (std::is_same_v<Op, op::component>) {
-      return expr<detail::tuple_element_t<0, detail::tuple<K...>>>(act);
+      return expr_impl(static_cast<detail::tuple_element_t<0, detail::tuple<K...>> const*>(nullptr), act);
     } else if constexpr (is_make_matrix<Op>::value || is_func_scope_op<Op>) {
-      return (expr<K>(act) || ...);
+      return (expr_impl(static_cast<K const*>(nullptr), act) || ...);
     } else {
       return false;  // loop indices, extents, literals
     }
@@ -197,34 +200,39 @@ struct offload_analysis {
   }
   template <class Op, class... K>
   static constexpr void mark_expr_impl(node<Op, K...> const*, bool need, slot_set<N>& out) {
-    using E = node<Op, K...>;
-    constexpr bool act = is_active<E>;
     if constexpr (act_rules::template is_local<Op>::value) {
       if (need) out.set(act_rules::template is_local<Op>::slot);
-    } else if constexpr (act_rules::template is_access<Op>::value) {
-      (mark_expr<K>(need || act, out), ...);
-    } else if constexpr (act_rules::template is_math<Op>::value) {
-      if constexpr (act_rules::template is_math<Op>::kind == fn::grad_kind::none || !act) {
-        (mark_expr<K>(need, out), ...);
-      } else {
-        using Fn = typename math_fn<Op>::type;
-        [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-          (mark_expr<K>(need || rule<Fn>::template needs<int(Is)>(is_active<K>...), out), ...);
-        }(std::index_sequence_for<K...>{});
-      }
-    } else if constexpr (is_custom_op<Op>) {
-      (mark_expr<K>(need || act, out), ...);  // a hand-written backward may read every operand
-    } else if constexpr (std::is_same_v<Op, op::select>) {
-      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        ((Is == 0 ? mark_expr<K>(need || act, out) : mark_expr<K>(need, out)), ...);
-      }(std::index_sequence_for<K...>{});
-    } else if constexpr (std::is_same_v<Op, op::component>) {
-      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        ((Is == 0 ? mark_expr<K>(need, out) : mark_expr<K>(need || act, out)), ...);
-      }(std::index_sequence_for<K...>{});
     } else {
-      (mark_expr<K>(need, out), ...);
+      constexpr auto reads = adjoint_reads<Op, is_active<node<Op, K...>>, K...>();
+      std::size_t j = 0;
+      (mark_expr_impl(static_cast<K const*>(nullptr), need || reads[j++], out), ...);
     }
+  }
+  // Which kids of a node with operation Op the node's adjoint needs the
+  // values of (besides those needed where the node's own value is).
+  template <class Op, bool Active, class... K>
+  static constexpr std::array<bool, sizeof...(K)> adjoint_reads() {
+    std::array<bool, sizeof...(K)> reads{};
+    if constexpr (act_rules::template is_access<Op>::value || is_custom_op<Op>) {
+      // an access's indices locate its adjoint; a hand-written backward may
+      // read every operand
+      for (auto& r : reads) r = Active;
+    } else if constexpr (act_rules::template is_math<Op>::value) {
+      if constexpr (act_rules::template is_math<Op>::kind != fn::grad_kind::none && Active)
+        reads = operand_needs<typename math_fn<Op>::type, is_active<K>...>();
+    } else if constexpr (std::is_same_v<Op, op::select>) {
+      reads[0] = Active;  // the condition picks the side the adjoint goes to
+    } else if constexpr (std::is_same_v<Op, op::component>) {
+      for (std::size_t j = 1; j < reads.size(); ++j) reads[j] = Active;
+    }
+    return reads;
+  }
+  // Which operands of math function Fn its adjoint reads, given which are active.
+  template <class Fn, bool... Active>
+  static constexpr std::array<bool, sizeof...(Active)> operand_needs() {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return std::array<bool, sizeof...(Active)>{rule<Fn>::template needs<int(Is)>(Active...)...};
+    }(std::index_sequence_for<std::bool_constant<Active>...>{});
   }
   template <class Op>
   struct math_fn;

@@ -69,16 +69,13 @@ CTG_HOST_DEVICE auto value_of(T const& t) {
 }
 
 // Paths (kid indices) from an expression to its accesses of field I.
-template <int I, class E, class Path = std::index_sequence<>>
+template <int I, class E, class Path = std::index_sequence<>, class Positions = kid_positions_t<E>>
 struct access_paths {
   using type = detail::type_list<>;
 };
-template <int I, class Op, class... K, std::size_t... P>
-struct access_paths<I, node<Op, K...>, std::index_sequence<P...>> {
-  template <std::size_t... Is>
-  static auto kids(std::index_sequence<Is...>)
-      -> detail::concat_all<typename access_paths<I, K, std::index_sequence<P..., Is>>::type...>;
-  using below = typename decltype(kids(std::index_sequence_for<K...>{}))::type;
+template <int I, class Op, class... K, std::size_t... P, std::size_t... Is>
+struct access_paths<I, node<Op, K...>, std::index_sequence<P...>, std::index_sequence<Is...>> {
+  using below = detail::concat_all_t<typename access_paths<I, K, std::index_sequence<P..., Is>>::type...>;
   static constexpr bool own() {
     if constexpr (is_access_op<Op>)
       return Op::param == I;
@@ -157,6 +154,9 @@ struct reverse {
   // Math nodes make up most of a deep expression, so their recursion is kept
   // at two template levels per expression level (record -> record_math ->
   // record): the instantiation depth limits how deep an expression can be.
+  // (Recording the operands in record itself takes that to one level, but
+  // g++ then compiles the fused and gathering sweeps of bench/cpu_workloads
+  // up to 50 times slower: docs/05, *Depth*.)
   template <bool Need, class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
     if constexpr (!Need && !active<node<op::math<Fn>, K...>>)
@@ -303,10 +303,21 @@ struct reverse {
     accumulate_grad<I>(f, p, convert<T>(g));
   }
 
-  // Two template levels per expression level, as in record.
+  // One template level per expression level (operands of up to three
+  // propagated here).
   template <class Fr, class Fn, class... K, class Tp, class G>
   CTG_HOST_DEVICE static void backprop(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f) {
-    if constexpr (active<node<op::math<Fn>, K...>>) backprop_math(n, t, g, f, std::index_sequence_for<K...>{});
+    if constexpr (!active<node<op::math<Fn>, K...>>) {
+      return;
+    } else if constexpr (sizeof...(K) == 0 || sizeof...(K) > 3) {
+      backprop_math(n, t, g, f, std::index_sequence_for<K...>{});
+    } else {
+      backprop(detail::get<0>(n.kids), detail::get<0>(t.kids), operand_adjoint<0, Fn, K...>(g, t), f);
+      if constexpr (sizeof...(K) > 1)
+        backprop(detail::get<1>(n.kids), detail::get<1>(t.kids), operand_adjoint<1, Fn, K...>(g, t), f);
+      if constexpr (sizeof...(K) > 2)
+        backprop(detail::get<2>(n.kids), detail::get<2>(t.kids), operand_adjoint<2, Fn, K...>(g, t), f);
+    }
   }
   template <class Fr, class Fn, class... K, class Tp, class G, std::size_t... Is>
   CTG_HOST_DEVICE static void backprop_math(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f,

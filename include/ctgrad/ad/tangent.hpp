@@ -59,20 +59,38 @@ struct tangent {
         return constant_dual(load_element(p));
     }(std::index_sequence_for<Idx...>{});
   }
+  // Operands of up to three evaluated here, not in a lambda: one template
+  // level per expression level (the compilers' instantiation depth limits
+  // how deep an expression can be).
   template <class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      auto const kids = detail::make_tuple(eval(detail::get<Is>(n.kids), f)...);
-      auto const v = Fn::apply(detail::get<Is>(kids).v...);
-      using V = std::remove_cvref_t<decltype(v)>;
-      if constexpr (Fn::kind == fn::grad_kind::none || !is_differentiable_v<V>) {
-        return constant_dual(v);
-      } else {
-        auto const d = rule<Fn>::jvp(detail::make_tuple(detail::get<Is>(kids).v...),
-                                     detail::make_tuple(detail::get<Is>(kids).d...));
-        return dual_value<V>{v, convert<V>(d)};
-      }
-    }(std::index_sequence_for<K...>{});
+    if constexpr (sizeof...(K) == 1) {
+      return apply_math<Fn>(detail::make_tuple(eval(detail::get<0>(n.kids), f)), std::make_index_sequence<1>{});
+    } else if constexpr (sizeof...(K) == 2) {
+      return apply_math<Fn>(detail::make_tuple(eval(detail::get<0>(n.kids), f), eval(detail::get<1>(n.kids), f)),
+                            std::make_index_sequence<2>{});
+    } else if constexpr (sizeof...(K) == 3) {
+      return apply_math<Fn>(detail::make_tuple(eval(detail::get<0>(n.kids), f), eval(detail::get<1>(n.kids), f),
+                                               eval(detail::get<2>(n.kids), f)),
+                            std::make_index_sequence<3>{});
+    } else {
+      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        return apply_math<Fn>(detail::make_tuple(eval(detail::get<Is>(n.kids), f)...), std::index_sequence<Is...>{});
+      }(std::index_sequence_for<K...>{});
+    }
+  }
+  // The value and tangent of Fn from its operands' values and tangents.
+  template <class Fn, class Kids, std::size_t... Is>
+  CTG_HOST_DEVICE static auto apply_math(Kids const& kids, std::index_sequence<Is...>) {
+    auto const v = Fn::apply(detail::get<Is>(kids).v...);
+    using V = std::remove_cvref_t<decltype(v)>;
+    if constexpr (Fn::kind == fn::grad_kind::none || !is_differentiable_v<V>) {
+      return constant_dual(v);
+    } else {
+      auto const d = rule<Fn>::jvp(detail::make_tuple(detail::get<Is>(kids).v...),
+                                   detail::make_tuple(detail::get<Is>(kids).d...));
+      return dual_value<V>{v, convert<V>(d)};
+    }
   }
   template <class Fr, class N, class F, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::custom<N, F>, K...> const& n, Fr& f) {

@@ -111,26 +111,27 @@ struct event_walk {
   static constexpr bool needed_slot(int s) { return Analysis::needed[s]; }
 
   // ---- expressions: loads ------------------------------------------------------------------------
-  template <class E, class Path, bool Need, class Loops, class Around>
-  struct expr {
+  // The kids' positions ride along (ir::kid_positions).
+  template <class E, class Path, bool Need, class Loops, class Around, class Positions>
+  struct expr_walk {
     using type = detail::type_list<>;
   };
-  template <class Op, class... K, class Path, bool Need, class Loops, class Around>
-  struct expr<node<Op, K...>, Path, Need, Loops, Around> {
+  template <class Op, class... K, class Path, bool Need, class Loops, class Around, std::size_t... Is>
+  struct expr_walk<node<Op, K...>, Path, Need, Loops, Around, std::index_sequence<Is...>> {
     using N = node<Op, K...>;
     using inner_around = typename around_kids<Op, Path, Around>::type;
-    template <std::size_t... Is>
-    static auto kids_events(std::index_sequence<Is...>)
-        -> detail::concat_all<typename expr<K, typename path_append<Path, Is>::type,
-                                            kid_value_needed<Op, Is, Need, active<N>, active<K>...>(), Loops,
-                                            inner_around>::type...>;
-    using kids_type = typename decltype(kids_events(std::index_sequence_for<K...>{}))::type;
+    using kids_type = typename detail::concat_all<
+        typename expr_walk<K, typename path_append<Path, Is>::type,
+                           kid_value_needed<Op, Is, Need, active<N>, active<K>...>(), Loops, inner_around,
+                           kid_positions_t<K>>::type...>::type;
     // Loads of the indices come before the load itself.
     using own = std::conditional_t<is_access_op<Op>,
                                    detail::type_list<event<access_kind::load, Path, Need, Loops, N, Around>>,
                                    detail::type_list<>>;
     using type = detail::concat_t<kids_type, own>;
   };
+  template <class E, class Path, bool Need, class Loops, class Around>
+  using expr = expr_walk<E, Path, Need, Loops, Around, kid_positions_t<E>>;
 
   // ---- statements ------------------------------------------------------------------------------
   template <class S, class Path, class Loops, class Around>

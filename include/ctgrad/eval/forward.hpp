@@ -104,11 +104,23 @@ struct forward {
   }
 
   // ---- expressions ----------------------------------------------------------
+  // Operands of up to three evaluated here, not in a lambda: one template
+  // level per expression level, so that deep expressions stay within the
+  // compilers' default instantiation depth.
   template <class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      return Fn::apply(eval(detail::get<Is>(n.kids), f)...);
-    }(std::index_sequence_for<K...>{});
+    if constexpr (sizeof...(K) == 1) {
+      return Fn::apply(eval(detail::get<0>(n.kids), f));
+    } else if constexpr (sizeof...(K) == 2) {
+      return Fn::apply(eval(detail::get<0>(n.kids), f), eval(detail::get<1>(n.kids), f));
+    } else if constexpr (sizeof...(K) == 3) {
+      return Fn::apply(eval(detail::get<0>(n.kids), f), eval(detail::get<1>(n.kids), f),
+                       eval(detail::get<2>(n.kids), f));
+    } else {
+      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        return Fn::apply(eval(detail::get<Is>(n.kids), f)...);
+      }(std::index_sequence_for<K...>{});
+    }
   }
   template <class Fr, class N, class F, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::custom<N, F>, K...> const& n, Fr& f) {

@@ -10,8 +10,16 @@
 
 namespace ctg::eval {
 
+// Whether an expression or statement touches a field element.
+template <class N>
+inline constexpr bool holds_access_v = false;
+template <class Op, class... K>
+inline constexpr bool holds_access_v<node<Op, K...>> = is_access_op<Op> || (holds_access_v<K> || ...);
+
 // Walks lowered statements with `host`, a frame whose arguments are the
-// launch's (invariant expressions read nothing else).
+// launch's (invariant expressions read nothing else). Kids are visited
+// from visit itself, one instantiation level per level of the tree, and
+// only those that touch a field.
 template <class Fr>
 struct row_walk {
   Fr& host;
@@ -22,17 +30,34 @@ struct row_walk {
   void visit(node<Op, K...> const& n) {
     if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
       target(kid<0>(n));
-      visit(kid<1>(n));
+      if constexpr (holds_access_v<std::remove_cvref_t<decltype(kid<1>(n))>>) visit(kid<1>(n));
     } else {
       if constexpr (is_access_op<Op>) first_row(n, reads[Op::param]);
-      visit_kids(n);
+      if constexpr (sizeof...(K) > 3) {
+        visit_kids(n);
+      } else {
+        if constexpr (kid_touches<0, K...>()) visit(detail::get<0>(n.kids));
+        if constexpr (kid_touches<1, K...>()) visit(detail::get<1>(n.kids));
+        if constexpr (kid_touches<2, K...>()) visit(detail::get<2>(n.kids));
+      }
     }
   }
 
  private:
+  template <std::size_t I, class... K>
+  static constexpr bool kid_touches() {
+    if constexpr (I < sizeof...(K))
+      return holds_access_v<detail::tuple_element_t<I, detail::tuple<K...>>>;
+    else
+      return false;
+  }
+  template <class N>
+  void visit_touching(N const& n) {
+    if constexpr (holds_access_v<N>) visit(n);
+  }
   template <class Op, class... K>
   void visit_kids(node<Op, K...> const& n) {
-    [&]<std::size_t... Is>(std::index_sequence<Is...>) { (visit(detail::get<Is>(n.kids)), ...); }(
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) { (visit_touching(detail::get<Is>(n.kids)), ...); }(
         std::index_sequence_for<K...>{});
   }
   template <class Op, class... K>

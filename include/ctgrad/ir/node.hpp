@@ -44,6 +44,21 @@ CTG_HOST_DEVICE constexpr auto const& kid(node<Op, Kids...> const& n) {
   return detail::get<I>(n.kids);
 }
 
+// The positions of a node's kids, 0 .. arity - 1 (none for anything else).
+// Type-level walks take them as a parameter and expand the kids in place:
+// one instantiation level per level of the tree, so that an expression a
+// few hundred operations deep stays within the compilers' default depth.
+template <class N>
+struct kid_positions {
+  using type = std::index_sequence<>;
+};
+template <class Op, class... Kids>
+struct kid_positions<node<Op, Kids...>> {
+  using type = std::index_sequence_for<Kids...>;
+};
+template <class N>
+using kid_positions_t = typename kid_positions<N>::type;
+
 // The node at a path of kid indices below a root (used by the checks and the
 // adjoint to reach an access found by a type-level walk).
 template <class Path>

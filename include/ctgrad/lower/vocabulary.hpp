@@ -23,6 +23,7 @@
   using ::ctg::ir::is_loop_op; \
   using ::ctg::ir::is_store_op; \
   using ::ctg::ir::is_while_op; \
+  using ::ctg::ir::kid_positions_t; \
   using ::ctg::ir::loop_kind; \
   using ::ctg::ir::node; \
   using ::ctg::ir::node_at; \
