@@ -34,7 +34,8 @@ seconds above the headers-alone build against operations, one line per shape
 and compiler, forward + adjoint) into docs/images/ under the name of --out
 (compile_time.svg, compile_time_full.svg). Usage:
 
-  bench/compile_time.py [--sizes 10,25,50,100,200] [--compilers g++,clang++] [--suite]
+  bench/compile_time.py [--sizes 10,25,50,100,200] [--compilers g++,clang++] [--shapes expr,locals,lets]
+                        [--modes forward+adjoint] [--suite]
   bench/compile_time.py --plot bench/results/compile_time_full.csv   (redraw only)
 """
 import argparse
@@ -289,6 +290,7 @@ def main():
     ap.add_argument("--sizes", default="10,25,50,100,200")
     ap.add_argument("--compilers", default="g++,clang++")
     ap.add_argument("--shapes", default="expr,locals")
+    ap.add_argument("--modes", default=",".join(MODES), help="which of " + ", ".join(MODES))
     ap.add_argument("--suite", action="store_true", help="also time the test suite's build from clean")
     ap.add_argument("--timeout", type=float, default=300, help="seconds after which one compile is stopped")
     ap.add_argument("--cxxflags", default="", help="more flags for every compile, headers included "
@@ -312,6 +314,7 @@ def main():
     sizes = [int(s) for s in args.sizes.split(",")]
     compilers = [c for c in args.compilers.split(",") if shutil.which(c)]
     shapes = args.shapes.split(",")
+    modes = [m for m in MODES if m in args.modes.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for cxx in compilers:
@@ -351,7 +354,7 @@ def main():
             one("baseline", 0, "headers", BASELINE, common)
             for shape in shapes:
                 for n in sizes:
-                    for mode in MODES:
+                    for mode in modes:
                         one(shape, n, mode, kernel_source(n, shape, mode), common)
 
     result = {
