@@ -10,12 +10,6 @@
 
 namespace ctg::eval {
 
-// Whether an expression or statement touches a field element.
-template <class N>
-inline constexpr bool holds_access_v = false;
-template <class Op, class... K>
-inline constexpr bool holds_access_v<node<Op, K...>> = is_access_op<Op> || (holds_access_v<K> || ...);
-
 // Walks lowered statements with `host`, a frame whose arguments are the
 // launch's (invariant expressions read nothing else). Kids are visited
 // from visit itself, one instantiation level per level of the tree, and
@@ -30,7 +24,7 @@ struct row_walk {
   void visit(node<Op, K...> const& n) {
     if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
       target(kid<0>(n));
-      if constexpr (holds_access_v<std::remove_cvref_t<decltype(kid<1>(n))>>) visit(kid<1>(n));
+      if constexpr (kid_touches<1, K...>()) visit(kid<1>(n));
     } else {
       if constexpr (is_access_op<Op>) first_row(n, reads[Op::param]);
       if constexpr (sizeof...(K) > 3) {
@@ -44,16 +38,18 @@ struct row_walk {
   }
 
  private:
+  // Whether kid I exists and touches a field element (ir::read_params_v
+  // has a bit for every access below it).
   template <std::size_t I, class... K>
   static constexpr bool kid_touches() {
     if constexpr (I < sizeof...(K))
-      return holds_access_v<detail::tuple_element_t<I, detail::tuple<K...>>>;
+      return read_params_v<detail::tuple_element_t<I, detail::tuple<K...>>> != 0;
     else
       return false;
   }
   template <class N>
   void visit_touching(N const& n) {
-    if constexpr (holds_access_v<N>) visit(n);
+    if constexpr (read_params_v<N> != 0) visit(n);
   }
   template <class Op, class... K>
   void visit_kids(node<Op, K...> const& n) {
