@@ -347,6 +347,15 @@ class kernel_t {
                                         ir::arg_traits<int(Is), A>::handle(std::declval<A const&>())...));
     using type = decltype(build(std::index_sequence_for<A...>{}));
   };
+  // Offload Position of the IR for arguments of types A, under a name that
+  // this kernel, those types and the position spell (ir::keyed_offload):
+  // what its plan, frames and per-node functions are instantiated on.
+  template <int Position, class... A>
+  struct offload_key {
+    using offload = detail::tuple_element_t<std::size_t(Position), decltype(built<A...>::type::offloads)>;
+  };
+  template <int Position, class... A>
+  using offload_name = ir::keyed_offload<offload_key<Position, A...>>;
   // A mistake in the body that its types show (ir/misuse.hpp): reported at
   // the launch as one error, before any check or backend is instantiated.
   template <class... A>
@@ -376,11 +385,11 @@ class kernel_t {
       return false;
     } else {
       using checks = reverse_checks<A...>;
-      return [&]<class... O>(detail::tuple<O...>*) {
-        return (says(static_cast<typename Pass::template plan<typename checks::args_t, O, checks::kir_t::slots>*>(
-                    nullptr)) ||
+      return [&]<int... Is>(std::integer_sequence<int, Is...>) {
+        return (says(static_cast<typename Pass::template plan<typename checks::args_t, offload_name<Is, A...>,
+                                                              checks::kir_t::slots>*>(nullptr)) ||
                 ...);
-      }(static_cast<typename checks::offloads_t*>(nullptr));
+      }(std::make_integer_sequence<int, int(checks::offloads_t::size)>{});
     }
   }
 
@@ -637,15 +646,16 @@ class kernel_t {
       eval::launch_status status{};
       [&]<class... O>(detail::tuple<O...> const& offloads) {
         [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-          (rows_of_offload<Kir::slots>(detail::get<Is>(offloads), bound, status, rows), ...);
+          (rows_of_offload<Kir::slots, offload_name<int(Is), A...>>(detail::get<Is>(offloads), bound, status, rows),
+           ...);
         }(std::index_sequence_for<O...>{});
       }(kir.offloads);
     }
     return rows;
   }
-  template <int Slots, class O, class Bound, std::size_t N>
+  template <int Slots, class Named, class O, class Bound, std::size_t N>
   static void rows_of_offload(O const& o, Bound const& bound, eval::launch_status& status, detail::launch_rows<N>& rows) {
-    using plan = typename backend::forward_pass::template plan<Bound, O, Slots>;
+    using plan = typename backend::forward_pass::template plan<Bound, Named, Slots>;
     typename plan::template frame<false> host;
     host.args = &bound;
     host.status = &status;
@@ -814,9 +824,11 @@ class kernel_t {
       check_aliasing(args...);
       check_at_launch<reverse_checks<A...>>(kir, space, args...);
     }
+    static_assert(std::is_same_v<decltype(kir), typename built<A...>::type>);
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      (run_one<Pass, slots>(detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), int(backwards ? count - 1 - Is : Is),
-                            bound, space, args...),
+      (run_one<Pass, slots, offload_name<int(backwards ? count - 1 - Is : Is), A...>>(
+           detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), int(backwards ? count - 1 - Is : Is), bound,
+           space, args...),
        ...);
     }(std::make_index_sequence<count>{});
     if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass>)
@@ -825,14 +837,14 @@ class kernel_t {
       return {};
   }
 
-  template <class Pass, int Slots, class Offload, class Bound, class... A>
+  template <class Pass, int Slots, class Named, class Offload, class Bound, class... A>
   void run_one(Offload const& o, [[maybe_unused]] int number, Bound const& bound, memory_space space, A const&... args) const {
     eval::launch_status status{};
     int unsized = -1;
     if (space == memory_space::host) {
       if constexpr (options::race_check) {
         race::report race;
-        race::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized, race);
+        race::run_offload<Pass, Slots, Named>(o, bound, status, options::capacity, &unsized, race);
         if (race.found()) {
           char const* const buffer[] = {"values", "gradient", "tangent"};
           char const* const pass = std::is_same_v<Pass, backend::forward_pass>   ? "forward pass"
@@ -848,11 +860,13 @@ class kernel_t {
                              "new values), or accumulate with +=");
         }
       } else {
-        cpu::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized);
+        cpu::run_offload<Pass, Slots, Named>(o, bound, status, options::capacity, &unsized);
       }
     } else {
 #if defined(__CUDACC__)
-      cuda::run_offload<Pass, Slots>(o, bound, status, options::capacity, &unsized, Name.view());
+      // Under its own type: a __global__ template's arguments may not name
+      // the kernel's lambda, which the short name spells.
+      cuda::run_offload<Pass, Slots, Offload>(o, bound, status, options::capacity, &unsized, Name.view());
 #else
       throw launch_error("kernel '" + std::string(Name.view()) +
                          "' was launched on device fields from a translation unit not compiled by nvcc; "

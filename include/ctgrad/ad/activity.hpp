@@ -137,7 +137,7 @@ struct let_slots<op::let<S...>> {
 // writes (reverse_plan), so every value a store or an accumulation writes,
 // and where, is needed.
 template <class Root, int N, bool WithPrimal = false>
-struct offload_analysis {
+struct body_analysis {
   using act_rules = activity_rules<N>;
   template <class E>
   static constexpr bool active_with(slot_set<N> const& act) {
@@ -333,6 +333,12 @@ struct offload_analysis {
     return assigned.minus(declared) & needed;
   }
 };
+
+// The analysis under the name a plan gives the body (ir::body_name_t): a
+// short name for the adjoint's per-node functions, one set of tables per
+// body whichever name reaches it.
+template <class RootName, int N, bool WithPrimal = false>
+struct offload_analysis : body_analysis<ir::named_t<RootName>, N, WithPrimal> {};
 
 // ---- plain or atomic gradient accumulation ---------------------------------------------------
 // An index expression `i + c` or `c + i` or `i - c`, with i the offload loop's

@@ -158,8 +158,10 @@ struct taps_where<Body, Axes, Bare, detail::type_list<Ps...>> {
 // The reads of the iteration's own element are replayed together, each
 // shifted read on its own: at most max_replays replays per element, or the
 // plain reverse pass runs.
-template <class Analysis, class Policy, class Body, int Axes>
+// BodyName: the body, or the name a plan gives it (ir::body_name_t).
+template <class Analysis, class Policy, class BodyName, int Axes>
 struct stencil_gather {
+  using Body = ir::named_t<BodyName>;
   static constexpr int max_replays = 9;
   using reads = typename gradient_reads<Analysis, Body>::type;
   using shifted = typename taps_where<Body, Axes, false, reads>::type;

@@ -22,7 +22,7 @@ namespace ctg::ad {
 // accumulations are plain adds, and only those near an edge are atomic
 // (eval::frame::near_chunk_edge).
 template <class Body, int Axes, bool Parallel>
-struct slot_ownership {
+struct body_ownership {
   // The adjoint runs iterations, not the gather sweeps of ad/gather.hpp.
   static constexpr bool gathering = false;
   template <int I>
@@ -113,6 +113,11 @@ struct slot_ownership {
   }
 };
 
+// The policy under the name a plan gives the body (ir::body_name_t), which
+// frames carry into every per-node function's name.
+template <class BodyName, int Axes, bool Parallel>
+struct slot_ownership : body_ownership<ir::named_t<BodyName>, Axes, Parallel> {};
+
 // WithPrimal: the reverse sweep also writes what the forward pass writes
 // (ad/fusion.hpp decides when that is valid), so one launch gives the values
 // and the gradients.
@@ -120,8 +125,9 @@ template <class Args, class Offload, int Slots, bool WithPrimal = false>
 struct reverse_plan {
   using parts = ir::offload_traits<Offload>;
   using body = typename parts::body;
-  using analysis = offload_analysis<body, Slots, WithPrimal>;
-  using policy = slot_ownership<body, parts::axes, parts::parallel>;
+  using body_name = ir::body_name_t<Offload>;
+  using analysis = offload_analysis<body_name, Slots, WithPrimal>;
+  using policy = slot_ownership<body_name, parts::axes, parts::parallel>;
   using ownership = policy;
   static constexpr bool banded = policy::template any_banded<int(Args::size)>;
   // Fields only read: their gradients are only added into, through

@@ -144,7 +144,7 @@ struct forward_pass {
     // reverse pass uses for plain gradient adds): their += and -= need no
     // atomics.
     using parts = ir::offload_traits<Offload>;
-    using ownership = ad::slot_ownership<typename parts::body, parts::axes, parts::parallel>;
+    using ownership = ad::slot_ownership<ir::body_name_t<Offload>, parts::axes, parts::parallel>;
     static constexpr bool banded = ownership::template any_banded<int(Args::size)>;
     // A 1-D chunk steps several iterations together where the body carries
     // a value through a nested loop (eval/interleave.hpp; no other pass
@@ -209,7 +209,7 @@ struct adjoint_pass {
     // the plain pass adds into elements iterations share (a banded field).
     using gather = std::conditional_t<!WithPrimal && base::parts::parallel && base::banded,
                                       ad::stencil_gather<typename base::analysis, typename base::policy,
-                                                         typename base::body, base::parts::axes>,
+                                                         typename base::body_name, base::parts::axes>,
                                       ad::no_stencil_gather>;
     static constexpr bool gathers = gather::eligible;
     using gather_frame = ad::gather_frame<typename base::template frame<true>>;

@@ -170,5 +170,7 @@ template <class S>
 struct loop_shape<parallel_offload<S>> : loop_shape<S> {};
 template <class B>
 struct loop_shape<serial_offload<B>> : loop_shape<B> {};
+template <class Key>
+struct loop_shape<ir::keyed_offload<Key>> : loop_shape<typename Key::offload> {};
 
 }  // namespace ctg::eval

@@ -358,6 +358,54 @@ struct offload_traits<serial_offload<B>> {
   static constexpr body const& body_of(serial_offload<B> const& o) { return o.body; }
 };
 
+// ---- offloads under short names ----------------------------------------------------------
+// A class template whose arguments spell an offload's body spells it again in
+// the mangled name of each of its member functions, and g++ mangles every
+// function it instantiates, inlined or not, in time that grows with the
+// square of the name's length (docs/05, *Names*). The per-node members of the
+// adjoint, the frames and the row walk are instantiated once per node of the
+// body, so a launch names its offloads by a short key instead:
+// Key::offload is the offload's type, and Key itself is spelled by the
+// kernel, its argument types and the offload's position (kernel.hpp).
+// keyed_offload<Key> is never constructed: it stands for Key::offload where
+// a plan is chosen (backend/plan.hpp), and named_body<Key> stands for its
+// body in the analyses' arguments; named_t<T> is the type either stands for.
+template <class Key>
+struct keyed_offload {};
+template <class Key>
+struct named_body {};
+
+template <class T>
+struct named {
+  using type = T;
+};
+template <class Key>
+struct named<keyed_offload<Key>> {
+  using type = typename Key::offload;
+};
+template <class Key>
+struct named<named_body<Key>> {
+  using type = typename offload_traits<typename Key::offload>::body;
+};
+template <class T>
+using named_t = typename named<T>::type;
+
+template <class Key>
+struct offload_traits<keyed_offload<Key>> : offload_traits<typename Key::offload> {};
+
+// The name a plan gives an offload's body in the arguments of the classes it
+// instantiates per node: its key's where it has one.
+template <class Offload>
+struct body_name_of {
+  using type = typename offload_traits<Offload>::body;
+};
+template <class Key>
+struct body_name_of<keyed_offload<Key>> {
+  using type = named_body<Key>;
+};
+template <class Offload>
+using body_name_t = typename body_name_of<Offload>::type;
+
 template <class S>
 inline constexpr bool is_parallel_loop_v = false;
 template <int A, int Site, class... K>

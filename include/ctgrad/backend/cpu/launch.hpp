@@ -14,6 +14,16 @@
 #include "thread_pool.hpp"
 #include "../../lower/vocabulary.hpp"
 
+// clang reports a loop marked CTG_INDEPENDENT_ITERATIONS that it still does
+// not vectorise (a body with a call it cannot inline, say) as a warning,
+// -Wpass-failed: the mark states a fact about memory, not a demand. Without
+// debug information the warning names the function the loop ends up in
+// once inlined, which may be any function of this file that runs a chunk.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
+
 namespace ctg::cpu {
 
 CTG_IMPL_IR_VOCABULARY;
@@ -128,13 +138,6 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
 // read it), or, Clearing, the iterations of `box` (each clears the seeds
 // its stores wrote). Every element and seed has one writer: no add is
 // atomic, whatever the threads.
-// clang reports a loop marked CTG_INDEPENDENT_ITERATIONS that it still does
-// not vectorise (a body with a call it cannot inline, say) as a warning,
-// -Wpass-failed: the mark states a fact about memory, not a demand.
-#if defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wpass-failed"
-#endif
 template <class Plan, bool Clearing, int A, class Body, class Args>
 CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_box<A> const over,
                                   backend::loop_box<A> const interior, Body const body, Args const& args,
@@ -184,9 +187,6 @@ CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_
   }
   Plan::finish(f);
 }
-#if defined(__clang__)
-#pragma clang diagnostic pop
-#endif
 
 template <class Plan, class Body, class Args>
 CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_status& status, std::uint32_t* stack,
@@ -205,10 +205,12 @@ CTG_FLATTEN void run_serial(Body const& body, Args const& args, eval::launch_sta
 // running it (the thread pool's chunks here, the race checker's orders in
 // backend/race) starts from this one description. `iterations` is
 // adstack_capacity<N> (or -1).
-template <class Pass, int Slots, class Args, class S>
+// Named: the offload, or the short name its launch gives it
+// (ir::keyed_offload), under which its plan is instantiated.
+template <class Pass, int Slots, class Args, class Named>
 struct prepared_offload {
-  using plan = typename Pass::template plan<Args, parallel_offload<S>, Slots>;
-  using traits = ir::offload_traits<parallel_offload<S>>;
+  using plan = typename Pass::template plan<Args, Named, Slots>;
+  using traits = ir::offload_traits<Named>;
   static constexpr int axes = traits::axes;
   using body_type = typename traits::body;
   static constexpr int params = int(Args::size);
@@ -231,7 +233,7 @@ struct prepared_offload {
   backend::loop_box<axes> reach{};
   backend::loop_box<axes> inner{};  // elements whose replays all lie in the box
 
-  prepared_offload(parallel_offload<S> const& o, Args const& a, eval::launch_status& st, long long iterations)
+  prepared_offload(ir::named_t<Named> const& o, Args const& a, eval::launch_status& st, long long iterations)
       : args(a), status(st), body(traits::body_of(o)) {
     auto const& loop = traits::loop_of(o);
     typename plan::template frame<false> host;
@@ -536,10 +538,12 @@ class chunk_stack {
 
 // Runs one offload in one pass over the thread pool. `unsized` receives the
 // site of a loop whose adstack no launch can size.
-template <class Pass, int Slots, class Args, class S>
+// Named: the offload or its short name (prepared_offload).
+template <class Pass, int Slots, class Named, class Args, class S>
 void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_status& status,
                  long long iterations = -1, int* unsized = nullptr) {
-  prepared_offload<Pass, Slots, Args, S> const p(o, args, status, iterations);
+  static_assert(std::is_same_v<ir::named_t<Named>, parallel_offload<S>>);
+  prepared_offload<Pass, Slots, Args, Named> const p(o, args, status, iterations);
   if (p.unsized_site >= 0) {
     if (unsized) *unsized = p.unsized_site;
     return;
@@ -604,10 +608,11 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   });
 }
 
-template <class Pass, int Slots, class Args, class B>
+template <class Pass, int Slots, class Named, class Args, class B>
 void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_status& status,
                  long long iterations = -1, int* unsized = nullptr) {
-  using plan = typename Pass::template plan<Args, serial_offload<B>, Slots>;
+  static_assert(std::is_same_v<ir::named_t<Named>, serial_offload<B>>);
+  using plan = typename Pass::template plan<Args, Named, Slots>;
   int site = -1;
   long long const capacity = backend::adstack_bytes<plan>(o.body, args, iterations, site);
   if (site >= 0) {
@@ -619,3 +624,7 @@ void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_stat
 }
 
 }  // namespace ctg::cpu
+
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif

@@ -195,10 +195,12 @@ long long mirrored_adstack_bytes(Body const& body, Args const& args, long long i
   }
 }
 
-template <class Pass, int Slots, class Args, class S>
+// Named: the offload or its short name (cpu::prepared_offload).
+template <class Pass, int Slots, class Named, class Args, class S>
 void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, std::string_view kernel) {
-  using plan = typename Pass::template plan<Args, parallel_offload<S>, Slots>;
+  static_assert(std::is_same_v<ir::named_t<Named>, parallel_offload<S>>);
+  using plan = typename Pass::template plan<Args, Named, Slots>;
   using traits = ir::offload_traits<parallel_offload<S>>;
   using L = typename traits::loop;
   constexpr int A = traits::axes;
@@ -243,10 +245,11 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   after_launch(kernel, dstatus, status, reads_status<plan>);
 }
 
-template <class Pass, int Slots, class Args, class B>
+template <class Pass, int Slots, class Named, class Args, class B>
 void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, std::string_view kernel) {
-  using plan = typename Pass::template plan<Args, serial_offload<B>, Slots>;
+  static_assert(std::is_same_v<ir::named_t<Named>, serial_offload<B>>);
+  using plan = typename Pass::template plan<Args, Named, Slots>;
   auto* dstatus = launch_status_for<plan>(kernel);
   int site = -1;
   long long const capacity = mirrored_adstack_bytes<plan>(o.body, args, iterations, site);
