@@ -53,9 +53,73 @@ constexpr auto as_expr(T const& x) {
 template <class T>
 using as_expr_t = decltype(as_expr(std::declval<T const&>()));
 
+// ---- settling plain numbers ------------------------------------------------------
+// A weak literal meeting a value of type V takes V's scalar type when that
+// keeps the number exact in spirit: any number next to a floating-point value
+// becomes that floating type; an integer next to an integer becomes that
+// integer type; a floating number next to an integer keeps its own type.
+template <class V, class W>
+struct settled_scalar {
+  using S = scalar_of_t<V>;
+  using type = std::conditional_t<
+      std::is_floating_point_v<S> || (std::is_integral_v<W> && std::is_integral_v<S> &&
+                                      !std::is_same_v<S, bool>),
+      S, W>;
+};
+
+template <class N>
+inline constexpr bool is_weak_v = false;
+template <class T>
+inline constexpr bool is_weak_v<node<op::weak_literal<T>>> = true;
+
+// Settles a weak literal against value type V (void: its own type).
+template <class V, class N>
+constexpr auto settle_against(N const& n) {
+  if constexpr (is_weak_v<N>) {
+    using W = decltype(n.op.value);
+    if constexpr (std::is_void_v<V>) {
+      return node<op::literal<W>>{{n.op.value}, {}};
+    } else {
+      using S = typename settled_scalar<V, W>::type;
+      return node<op::literal<S>>{{S(n.op.value)}, {}};
+    }
+  } else {
+    return n;
+  }
+}
+// The first non-weak operand's value type, or void.
+template <class... K>
+struct anchor_value {
+  using type = void;
+};
+template <class K, class... Rest>
+struct anchor_value<K, Rest...> {
+  using type = std::conditional_t<is_weak_v<K>, typename anchor_value<Rest...>::type, value_t<K>>;
+};
+
+// Whether a subtree holds something lowering still settles: a weak literal
+// or a pending construct (a loop, a let-block, a func call), whose value type
+// is not yet the one it will have.
+template <class N>
+struct holds_unsettled : std::bool_constant<is_pending_v<N>> {};
+template <class Op, class... K>
+struct holds_unsettled<node<Op, K...>> : std::bool_constant<(holds_unsettled<K>::value || ...)> {};
+template <class T>
+struct holds_unsettled<node<op::weak_literal<T>>> : std::true_type {};
+
+// A math node. Its plain numbers are settled here against the operands, as
+// lowering would settle them (settle in lower/lower.hpp), when every other
+// operand is settled already: the node then lowers as it is, which spares
+// lowering a rebuild of each node above it (lower/lower.hpp, lowers_as_is).
 template <class Fn, class... A>
 constexpr auto make_math(A const&... a) {
-  return node<op::math<Fn>, as_expr_t<A>...>{{}, {{{as_expr(a)}...}}};
+  if constexpr ((is_weak_v<as_expr_t<A>> || ...) &&
+                ((is_weak_v<as_expr_t<A>> || !holds_unsettled<as_expr_t<A>>::value) && ...)) {
+    using V = typename anchor_value<as_expr_t<A>...>::type;
+    return node<op::math<Fn>, decltype(settle_against<V>(as_expr(a)))...>{{}, {{{settle_against<V>(as_expr(a))}...}}};
+  } else {
+    return node<op::math<Fn>, as_expr_t<A>...>{{}, {{{as_expr(a)}...}}};
+  }
 }
 
 template <class Op, class... A>

@@ -32,39 +32,8 @@ template <class Ctx, int Next>
 using with_next_slot = lower_ctx<Ctx::level, Next, typename Ctx::funcs, Ctx::binds_arguments>;
 
 // ---- settling plain numbers ------------------------------------------------------
-// A weak literal meeting a value of type V takes V's scalar type when that
-// keeps the number exact in spirit: any number next to a floating-point value
-// becomes that floating type; an integer next to an integer becomes that
-// integer type; a floating number next to an integer keeps its own type.
-template <class V, class W>
-struct settled_scalar {
-  using S = scalar_of_t<V>;
-  using type = std::conditional_t<
-      std::is_floating_point_v<S> || (std::is_integral_v<W> && std::is_integral_v<S> &&
-                                      !std::is_same_v<S, bool>),
-      S, W>;
-};
-
-template <class N>
-inline constexpr bool is_weak_v = false;
-template <class T>
-inline constexpr bool is_weak_v<node<op::weak_literal<T>>> = true;
-
-// Settles a weak literal against value type V (void: its own type).
-template <class V, class N>
-constexpr auto settle_against(N const& n) {
-  if constexpr (is_weak_v<N>) {
-    using W = decltype(n.op.value);
-    if constexpr (std::is_void_v<V>) {
-      return node<op::literal<W>>{{n.op.value}, {}};
-    } else {
-      using S = typename settled_scalar<V, W>::type;
-      return node<op::literal<S>>{{S(n.op.value)}, {}};
-    }
-  } else {
-    return n;
-  }
-}
+// (settled_scalar, settle_against and anchor_value: ir/expr.hpp, where
+// operators settle them already when they can.)
 template <class N>
 constexpr auto settle_self(N const& n) {
   return settle_against<void>(n);
@@ -92,16 +61,6 @@ template <class Op, class Tuple, std::size_t... Is>
 constexpr auto settle_default(Op op, Tuple const& t, std::index_sequence<Is...>) {
   return rebuild(op, settle_self(detail::get<Is>(t))...);
 }
-
-// The first non-weak operand's value type, or void.
-template <class... K>
-struct anchor_value {
-  using type = void;
-};
-template <class K, class... Rest>
-struct anchor_value<K, Rest...> {
-  using type = std::conditional_t<is_weak_v<K>, typename anchor_value<Rest...>::type, value_t<K>>;
-};
 
 // Settles the operands of a freshly lowered node. Default: each weak literal
 // keeps its own type; operators settle their numbers against their operands.
@@ -306,13 +265,73 @@ constexpr auto finish_lowering(Op op, Kids const& kids) {
   }
 }
 
+// Whether lowering gives a subtree back as it is: no number left to settle
+// (a weak literal), no statement to give a frame slot, nothing pending (a
+// loop, a let, a func call), and the checks of settle() hold. Such a subtree
+// is returned whole instead of rebuilt node by node, which instantiated
+// some ten functions per node (lower, settle, rebuild, attach_site, the
+// tuples'), each named after the node's subtree. Only the operations below
+// qualify; any other is lowered as usual.
+template <class Op, class... K>
+inline constexpr bool settles_as_is_v = false;
+template <class T>
+inline constexpr bool settles_as_is_v<op::literal<T>> = true;
+template <long long N>
+inline constexpr bool settles_as_is_v<op::constant<N>> = true;
+template <int L, int A>
+inline constexpr bool settles_as_is_v<op::loop_index<L, A>> = true;
+template <int S, class T>
+inline constexpr bool settles_as_is_v<op::local<S, T>> = true;
+template <int I, int A>
+inline constexpr bool settles_as_is_v<op::extent<I, A>> = true;
+template <class Fn, class... K>
+inline constexpr bool settles_as_is_v<op::math<Fn>, K...> = true;
+template <class N, class F, class... K>
+inline constexpr bool settles_as_is_v<op::custom<N, F>, K...> = true;
+template <class T, class K>
+inline constexpr bool settles_as_is_v<op::cast<T>, K> = true;
+template <class C, class A, class B>
+inline constexpr bool settles_as_is_v<op::select, C, A, B> = true;
+template <class K>
+inline constexpr bool settles_as_is_v<op::stop_grad, K> = true;
+template <int R, int C, class... K>
+inline constexpr bool settles_as_is_v<op::make_matrix<R, C>, K...> = true;
+template <class L, class E>
+inline constexpr bool settles_as_is_v<op::store, L, E> = true;
+template <atomic_kind A, class L, class E>
+inline constexpr bool settles_as_is_v<op::atomic<A>, L, E> = true;
+// Indices must be integer expressions (CTG-EXPR-008 in settle_index), a
+// component's value a fixed-size matrix (CTG-EXPR-009 in settle).
+template <class N>
+inline constexpr bool integer_node_v = false;
+template <class Op, class... K>
+inline constexpr bool integer_node_v<node<Op, K...>> = std::is_integral_v<value_t<node<Op, K...>>>;
+template <class N>
+inline constexpr bool matrix_node_v = false;
+template <class Op, class... K>
+inline constexpr bool matrix_node_v<node<Op, K...>> = is_eigen_fixed_v<value_t<node<Op, K...>>>;
+template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+inline constexpr bool settles_as_is_v<op::access<I, T, R, G, D, B>, Idx...> = (integer_node_v<Idx> && ...);
+template <class V, class... I>
+inline constexpr bool settles_as_is_v<op::component, V, I...> =
+    (sizeof...(I) == 1 || sizeof...(I) == 2) && (integer_node_v<I> && ...) && matrix_node_v<V>;
+
+template <class N>
+struct lowers_as_is : std::bool_constant<!is_pending_v<N>> {};  // plain values pass through; pending ones lower
+template <class Op, class... K>
+struct lowers_as_is<node<Op, K...>> : std::bool_constant<(lowers_as_is<K>::value && ...) && settles_as_is_v<Op, K...>> {};
+template <class N>
+inline constexpr bool lowers_as_is_v = lowers_as_is<N>::value;
+
 // Operands are lowered here, not through lower_seq, for nodes of up to
 // three kids: one level of template instantiation per level of the tree, so
 // that deep expressions stay within the compilers' default depth.
 template <class Ctx, class Op, class... Kids>
 constexpr auto lower(Ctx, node<Op, Kids...> const& n) {
   constexpr std::size_t arity = sizeof...(Kids);
-  if constexpr (arity == 0) {
+  if constexpr (lowers_as_is_v<node<Op, Kids...>>) {
+    return lowered<node<Op, Kids...>, Ctx::next_slot>{n};
+  } else if constexpr (arity == 0) {
     return finish_lowering<Ctx>(n.op, n.kids);
   } else if constexpr (arity <= 3) {
     auto r0 = lower(Ctx{}, detail::get<0>(n.kids));
