@@ -873,11 +873,13 @@ class kernel_t {
                          "compile the launching code as CUDA (and link ctgrad::cuda)");
 #endif
     }
+    // The root statement: the offload's loop (level 0), or the statements of
+    // a serial offload, which no loop encloses. A loop below is at the level
+    // of the loops around it (describe_site).
     using root = typename ir::offload_traits<Offload>::root;
     if (unsized >= 0) {
       std::string where;
-      ad::describe_site(static_cast<root const*>(nullptr), unsized, ir::offload_traits<Offload>::body_level, "",
-                        where);
+      ad::describe_site(static_cast<root const*>(nullptr), unsized, 0, "", where);
       throw autodiff_error("kernel '" + std::string(Name.view()) + "': CTG-AD-003 cannot size the adstack for the " +
                            where + ": its trip count could not be evaluated at this launch (its bounds read values "
                            "the kernel computes); give the kernel ctg::adstack_capacity<N>, N the most iterations "
@@ -892,8 +894,7 @@ class kernel_t {
     }
     if (status.failed == int(eval::failure::adstack_overflow)) {
       std::string where;
-      ad::describe_site(static_cast<root const*>(nullptr), status.site, ir::offload_traits<Offload>::body_level, "",
-                        where);
+      ad::describe_site(static_cast<root const*>(nullptr), status.site, 0, "", where);
       std::string advice;
       if constexpr (options::capacity >= 0) {
         long long const per = status.available > 0 ? status.available / options::capacity : 0;

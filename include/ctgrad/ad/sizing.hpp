@@ -125,6 +125,16 @@ constexpr int level_step() {
 template <class E>
 void describe_site(E const*, int, int, std::string const&, std::string&) {}
 
+// Whether a subtree holds a loop: describe_site visits only those, so that
+// it is not instantiated for every node of every expression.
+template <class N>
+inline constexpr bool holds_loop_v = false;
+template <class Op, class... K>
+inline constexpr bool holds_loop_v<node<Op, K...>> = is_loop_op<Op> || is_while_op<Op> || (holds_loop_v<K> || ...);
+template <class... K>
+using kids_holding_loops =
+    typename detail::concat_all<std::conditional_t<holds_loop_v<K>, detail::type_list<K>, detail::type_list<>>...>::type;
+
 // "range loop at level 1 in func 'inner'": the loop with frame site `site`.
 template <class Op, class... K>
 void describe_site(node<Op, K...> const*, int site, int level, std::string const& funcs, std::string& out) {
@@ -140,12 +150,16 @@ void describe_site(node<Op, K...> const*, int site, int level, std::string const
     }
   }
   if constexpr (is_func_scope_op<Op>) {
-    std::string const name(Op::name.view());
-    describe_site(static_cast<detail::tuple_element_t<0, kids> const*>(nullptr), site, level,
-                  funcs.empty() ? name : funcs + "' -> '" + name, out);
-  } else {
+    if constexpr (holds_loop_v<detail::tuple_element_t<0, kids>>) {
+      std::string const name(Op::name.view());
+      describe_site(static_cast<detail::tuple_element_t<0, kids> const*>(nullptr), site, level,
+                    funcs.empty() ? name : funcs + "' -> '" + name, out);
+    }
+  } else if constexpr (kids_holding_loops<K...>::size != 0) {
     constexpr int inner = level_step<Op>();
-    (describe_site(static_cast<K const*>(nullptr), site, level + inner, funcs, out), ...);
+    [&]<class... L>(detail::type_list<L...>*) {
+      (describe_site(static_cast<L const*>(nullptr), site, level + inner, funcs, out), ...);
+    }(static_cast<kids_holding_loops<K...>*>(nullptr));
   }
 }
 }  // namespace ctg::ad
