@@ -326,13 +326,31 @@ struct reverse {
   }
   // The adjoint reaching operand I, or nothing when the operand is inactive
   // (backprop ignores it then, and the rule is never instantiated).
+  // (Operands spelled out up to three: a helper lambda would be one more
+  // function per node and operand, named after the node.)
   template <int I, class Fn, class... K, class Tp, class G>
   CTG_HOST_DEVICE static auto operand_adjoint(G const& g, Tp const& t) {
-    using Kid = detail::tuple_element_t<std::size_t(I), detail::tuple<K...>>;
+    using kids = detail::tuple<K...>;
+    using Kid = detail::tuple_element_t<std::size_t(I), kids>;
     if constexpr (active<Kid>) {
-      return [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-        return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...));
-      }(std::index_sequence_for<K...>{});
+      using K0 = detail::tuple_element_t<0, kids>;
+      if constexpr (sizeof...(K) == 1) {
+        return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K0>(detail::get<0>(t.kids))));
+      } else if constexpr (sizeof...(K) == 2) {
+        using K1 = detail::tuple_element_t<1, kids>;
+        return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K0>(detail::get<0>(t.kids)),
+                                                                value_of<K1>(detail::get<1>(t.kids))));
+      } else if constexpr (sizeof...(K) == 3) {
+        using K1 = detail::tuple_element_t<1, kids>;
+        using K2 = detail::tuple_element_t<2, kids>;
+        return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K0>(detail::get<0>(t.kids)),
+                                                                value_of<K1>(detail::get<1>(t.kids)),
+                                                                value_of<K2>(detail::get<2>(t.kids))));
+      } else {
+        return [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+          return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...));
+        }(std::index_sequence_for<K...>{});
+      }
     } else {
       return nothing_recorded{};
     }
