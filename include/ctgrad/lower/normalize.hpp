@@ -362,9 +362,10 @@ struct offload_traits<serial_offload<B>> {
 // A class template whose arguments spell an offload's body spells it again in
 // the mangled name of each of its member functions, and g++ mangles every
 // function it instantiates, inlined or not, in time that grows with the
-// square of the name's length (docs/05, *Names*). The per-node members of the
-// adjoint, the frames and the row walk are instantiated once per node of the
-// body, so a launch names its offloads by a short key instead:
+// square of the name's length (docs/05, *Offloads named by a key*). The
+// per-node members of the adjoint, the frames and the row walk are
+// instantiated once per node of the body, so a launch names its offloads by
+// a short key instead:
 // Key::offload is the offload's type, and Key itself is spelled by the
 // kernel, its argument types and the offload's position (kernel.hpp).
 // keyed_offload<Key> is never constructed: it stands for Key::offload where
