@@ -653,8 +653,9 @@ class kernel_t {
     }
     return rows;
   }
-  template <int Slots, class Named, class O, class Bound, std::size_t N>
-  static void rows_of_offload(O const& o, Bound const& bound, eval::launch_status& status, detail::launch_rows<N>& rows) {
+  template <int Slots, class Named, class Bound, std::size_t N>
+  static void rows_of_offload(ir::named_t<Named> const& o, Bound const& bound, eval::launch_status& status,
+                              detail::launch_rows<N>& rows) {
     using plan = typename backend::forward_pass::template plan<Bound, Named, Slots>;
     typename plan::template frame<false> host;
     host.args = &bound;
@@ -824,7 +825,6 @@ class kernel_t {
       check_aliasing(args...);
       check_at_launch<reverse_checks<A...>>(kir, space, args...);
     }
-    static_assert(std::is_same_v<decltype(kir), typename built<A...>::type>);
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (run_one<Pass, slots, offload_name<int(backwards ? count - 1 - Is : Is), A...>>(
            detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), int(backwards ? count - 1 - Is : Is), bound,

@@ -130,10 +130,10 @@ void describe_site(E const*, int, int, std::string const&, std::string&) {}
 template <class N>
 inline constexpr bool holds_loop_v = false;
 template <class Op, class... K>
-inline constexpr bool holds_loop_v<node<Op, K...>> = is_loop_op<Op> || is_while_op<Op> || (holds_loop_v<K> || ...);
+inline constexpr bool holds_loop_v<node<Op, K...>> = level_step<Op>() != 0 || (holds_loop_v<K> || ...);
 template <class... K>
 using kids_holding_loops =
-    typename detail::concat_all<std::conditional_t<holds_loop_v<K>, detail::type_list<K>, detail::type_list<>>...>::type;
+    detail::concat_all_t<std::conditional_t<holds_loop_v<K>, detail::type_list<K>, detail::type_list<>>...>;
 
 // "range loop at level 1 in func 'inner'": the loop with frame site `site`.
 template <class Op, class... K>
@@ -149,13 +149,13 @@ void describe_site(node<Op, K...> const*, int site, int level, std::string const
               std::to_string(Op::level) + where();
     }
   }
-  if constexpr (is_func_scope_op<Op>) {
-    if constexpr (holds_loop_v<detail::tuple_element_t<0, kids>>) {
-      std::string const name(Op::name.view());
-      describe_site(static_cast<detail::tuple_element_t<0, kids> const*>(nullptr), site, level,
-                    funcs.empty() ? name : funcs + "' -> '" + name, out);
-    }
-  } else if constexpr (kids_holding_loops<K...>::size != 0) {
+  if constexpr (kids_holding_loops<K...>::size == 0) {
+    return;
+  } else if constexpr (is_func_scope_op<Op>) {
+    std::string const name(Op::name.view());
+    describe_site(static_cast<detail::tuple_element_t<0, kids> const*>(nullptr), site, level,
+                  funcs.empty() ? name : funcs + "' -> '" + name, out);
+  } else {
     constexpr int inner = level_step<Op>();
     [&]<class... L>(detail::type_list<L...>*) {
       (describe_site(static_cast<L const*>(nullptr), site, level + inner, funcs, out), ...);

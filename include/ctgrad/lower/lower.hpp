@@ -38,6 +38,16 @@ template <class N>
 constexpr auto settle_self(N const& n) {
   return settle_against<void>(n);
 }
+// What settle() checks of indices and components (also read by
+// lowers_as_is, below): an index is an integer expression, a component
+// access has one or two indices into a fixed-size matrix.
+template <class N>
+inline constexpr bool integer_node_v = std::is_integral_v<value_t<N>>;
+template <class N>
+inline constexpr bool matrix_node_v = is_eigen_fixed_v<value_t<N>>;
+template <class... I>
+inline constexpr bool component_arity_v = sizeof...(I) == 1 || sizeof...(I) == 2;
+
 // Index operands are int.
 template <class N>
 constexpr auto settle_index(N const& n) {
@@ -46,7 +56,7 @@ constexpr auto settle_index(N const& n) {
                   "CTG-EXPR-008 an index or loop bound must be an integer");
     return node<op::literal<int>>{{int(n.op.value)}, {}};
   } else {
-    static_assert(std::is_integral_v<value_t<N>>,
+    static_assert(integer_node_v<N>,
                   "CTG-EXPR-008 an index or loop bound must be an integer expression");
     return n;
   }
@@ -124,11 +134,10 @@ constexpr auto settle(op::assign<Site> op, detail::tuple<L, E> const& t) {
 
 template <class V, class... I>
 constexpr auto settle(op::component op, detail::tuple<V, I...> const& t) {
-  static_assert(sizeof...(I) == 1 || sizeof...(I) == 2,
-                "CTG-EXPR-009 component access takes one index (v[k]) or two (m(r, c))");
+  static_assert(component_arity_v<I...>, "CTG-EXPR-009 component access takes one index (v[k]) or two (m(r, c))");
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     auto const& v = detail::get<0>(t);
-    static_assert(is_eigen_fixed_v<value_t<V>>,
+    static_assert(matrix_node_v<V>,
                   "CTG-EXPR-009 component access on a value that is not a vector or matrix");
     return rebuild(op, v, settle_index(detail::get<Is + 1>(t))...);
   }(std::index_sequence_for<I...>{});
@@ -300,24 +309,15 @@ template <class L, class E>
 inline constexpr bool settles_as_is_v<op::store, L, E> = true;
 template <atomic_kind A, class L, class E>
 inline constexpr bool settles_as_is_v<op::atomic<A>, L, E> = true;
-// Indices must be integer expressions (CTG-EXPR-008 in settle_index), a
-// component's value a fixed-size matrix (CTG-EXPR-009 in settle).
-template <class N>
-inline constexpr bool integer_node_v = false;
-template <class Op, class... K>
-inline constexpr bool integer_node_v<node<Op, K...>> = std::is_integral_v<value_t<node<Op, K...>>>;
-template <class N>
-inline constexpr bool matrix_node_v = false;
-template <class Op, class... K>
-inline constexpr bool matrix_node_v<node<Op, K...>> = is_eigen_fixed_v<value_t<node<Op, K...>>>;
+// Only where settle()'s checks hold (CTG-EXPR-008, CTG-EXPR-009 above).
 template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
 inline constexpr bool settles_as_is_v<op::access<I, T, R, G, D, B>, Idx...> = (integer_node_v<Idx> && ...);
 template <class V, class... I>
 inline constexpr bool settles_as_is_v<op::component, V, I...> =
-    (sizeof...(I) == 1 || sizeof...(I) == 2) && (integer_node_v<I> && ...) && matrix_node_v<V>;
+    component_arity_v<I...> && (integer_node_v<I> && ...) && matrix_node_v<V>;
 
 template <class N>
-struct lowers_as_is : std::bool_constant<!is_pending_v<N>> {};  // plain values pass through; pending ones lower
+struct lowers_as_is : std::bool_constant<!holds_unsettled<N>::value> {};  // plain values pass through; pending ones lower
 template <class Op, class... K>
 struct lowers_as_is<node<Op, K...>> : std::bool_constant<(lowers_as_is<K>::value && ...) && settles_as_is_v<Op, K...>> {};
 template <class N>

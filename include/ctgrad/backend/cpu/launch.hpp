@@ -538,11 +538,11 @@ class chunk_stack {
 
 // Runs one offload in one pass over the thread pool. `unsized` receives the
 // site of a loop whose adstack no launch can size.
-// Named: the offload or its short name (prepared_offload).
-template <class Pass, int Slots, class Named, class Args, class S>
-void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_status& status,
+// Named: the offload or its short name (prepared_offload), which gives o's type.
+template <class Pass, int Slots, class Named, class Args>
+  requires(ir::offload_traits<Named>::parallel)
+void run_offload(ir::named_t<Named> const& o, Args const& args, eval::launch_status& status,
                  long long iterations = -1, int* unsized = nullptr) {
-  static_assert(std::is_same_v<ir::named_t<Named>, parallel_offload<S>>);
   prepared_offload<Pass, Slots, Args, Named> const p(o, args, status, iterations);
   if (p.unsized_site >= 0) {
     if (unsized) *unsized = p.unsized_site;
@@ -608,10 +608,10 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   });
 }
 
-template <class Pass, int Slots, class Named, class Args, class B>
-void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_status& status,
+template <class Pass, int Slots, class Named, class Args>
+  requires(!ir::offload_traits<Named>::parallel)
+void run_offload(ir::named_t<Named> const& o, Args const& args, eval::launch_status& status,
                  long long iterations = -1, int* unsized = nullptr) {
-  static_assert(std::is_same_v<ir::named_t<Named>, serial_offload<B>>);
   using plan = typename Pass::template plan<Args, Named, Slots>;
   int site = -1;
   long long const capacity = backend::adstack_bytes<plan>(o.body, args, iterations, site);

@@ -195,13 +195,14 @@ long long mirrored_adstack_bytes(Body const& body, Args const& args, long long i
   }
 }
 
-// Named: the offload or its short name (cpu::prepared_offload).
-template <class Pass, int Slots, class Named, class Args, class S>
-void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_status& status, long long iterations,
+// Named: the offload (which gives o's type) or its short name
+// (cpu::prepared_offload).
+template <class Pass, int Slots, class Named, class Args>
+  requires(ir::offload_traits<Named>::parallel)
+void run_offload(ir::named_t<Named> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, std::string_view kernel) {
-  static_assert(std::is_same_v<ir::named_t<Named>, parallel_offload<S>>);
   using plan = typename Pass::template plan<Args, Named, Slots>;
-  using traits = ir::offload_traits<parallel_offload<S>>;
+  using traits = ir::offload_traits<Named>;
   using L = typename traits::loop;
   constexpr int A = traits::axes;
   auto const& loop = traits::loop_of(o);
@@ -245,10 +246,10 @@ void run_offload(parallel_offload<S> const& o, Args const& args, eval::launch_st
   after_launch(kernel, dstatus, status, reads_status<plan>);
 }
 
-template <class Pass, int Slots, class Named, class Args, class B>
-void run_offload(serial_offload<B> const& o, Args const& args, eval::launch_status& status, long long iterations,
+template <class Pass, int Slots, class Named, class Args>
+  requires(!ir::offload_traits<Named>::parallel)
+void run_offload(ir::named_t<Named> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, std::string_view kernel) {
-  static_assert(std::is_same_v<ir::named_t<Named>, serial_offload<B>>);
   using plan = typename Pass::template plan<Args, Named, Slots>;
   auto* dstatus = launch_status_for<plan>(kernel);
   int site = -1;

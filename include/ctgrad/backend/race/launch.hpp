@@ -180,10 +180,10 @@ void collect(V const& v, int param, std::vector<std::unique_ptr<buffer_base>>& o
 
 // Runs a parallel offload of one pass in each order and fills `found` with
 // the first difference (found.offload is left to the caller).
-template <class Pass, int Slots, class Named, class Args, class S>
-void run_offload(ir::parallel_offload<S> const& o, Args const& args, eval::launch_status& status, long long iterations,
+template <class Pass, int Slots, class Named, class Args>
+  requires(ir::offload_traits<Named>::parallel)
+void run_offload(ir::named_t<Named> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, report& found) {
-  static_assert(std::is_same_v<ir::named_t<Named>, ir::parallel_offload<S>>);
   cpu::prepared_offload<Pass, Slots, Args, Named> const p(o, args, status, iterations);
   if (p.unsized_site >= 0) {
     if (unsized) *unsized = p.unsized_site;
@@ -235,8 +235,9 @@ void run_offload(ir::parallel_offload<S> const& o, Args const& args, eval::launc
   if (!found.found()) run_in(sequence);
 }
 
-template <class Pass, int Slots, class Named, class Args, class B>
-void run_offload(ir::serial_offload<B> const& o, Args const& args, eval::launch_status& status, long long iterations,
+template <class Pass, int Slots, class Named, class Args>
+  requires(!ir::offload_traits<Named>::parallel)
+void run_offload(ir::named_t<Named> const& o, Args const& args, eval::launch_status& status, long long iterations,
                  int* unsized, report&) {
   cpu::run_offload<Pass, Slots, Named>(o, args, status, iterations, unsized);
 }
