@@ -1,10 +1,10 @@
 // One expression 200 operations deep, built under instantiation and
-// constant-evaluation depth limits of 500 (CMakeLists.txt sets them for this
+// constant-evaluation depth limits of 260 (CMakeLists.txt sets them for this
 // file). The walks over an expression (lowering, the checks, the activity
-// analysis, the forward and tangent evaluators, the adjoint's propagation,
-// the launch's row walk) take one level per level of the tree, and the
-// adjoint's recording two: this expression needs about 430 levels. With
-// two or three levels per node in every walk, as before, it needed about
+// analysis, the forward and tangent evaluators, the adjoint's recording and
+// propagation, the launch's row walk) take one level per level of the tree:
+// this expression needs about 230 levels. With the recording at two levels
+// per node it needed about 430, and with two or three in every walk about
 // 610.
 //
 // Values, the gradient and the tangent against the chain rule applied by
