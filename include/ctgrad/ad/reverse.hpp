@@ -153,65 +153,44 @@ struct reverse {
 
   // Math nodes make up most of a deep expression, so they are recorded at one
   // template level per expression level (the instantiation depth limits how
-  // deep an expression can be): each arity (a math node has one to three
-  // operands) has its own overload, which records the operands itself instead
-  // of expanding a helper over their positions, a second level. Each records
-  // its operands into locals and returns every record as a prvalue built from
-  // them. A record built first and returned by name, its value set after, is
-  // copied out where the compiler does not elide the copy (g++ 12 did not
-  // here), and in a sweep inlined into one loop (CTG_FLATTEN) those nested
-  // copies kept the records in memory: the wave's gathering adjoint ran 80
-  // times slower, the map's value and gradient in one sweep 5 times (docs/05,
-  // *Depth*). No constraints tell the overloads apart: clang checks a
-  // candidate's constraints before it rejects the arity, and a constraint
-  // naming the node would then form a math node with too few operands.
-  template <bool Need, class Fr, class Fn, class K0>
-  CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K0> const& n, Fr& f) {
-    using N = node<op::math<Fn>, K0>;
+  // deep an expression can be): the operands of each arity (one to three, as
+  // in forward::eval) are recorded here instead of by a helper expanded over
+  // their positions, a second level. They go into locals, and every record
+  // is returned as a prvalue built from them. A record built first and
+  // returned by name, its value set after, is copied out where the compiler
+  // does not elide the copy (g++ 12 did not here), and in a sweep inlined
+  // into one loop (CTG_FLATTEN) those nested copies kept the records in
+  // memory: the wave's gathering adjoint ran 80 times slower, the map's value
+  // and gradient in one sweep 5 times (docs/05, *Depth*).
+  template <bool Need, class Fr, class Fn, class... K>
+  CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
+    using N = node<op::math<Fn>, K...>;
+    static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");
+    using V = std::conditional_t<Need, value_t<N>, absent<value_t<N>>>;
     if constexpr (!Need && !active<N>) {
       return nothing_recorded{};
-    } else {
-      constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K0>>();
-      auto k0 = record<need0>(detail::get<0>(n.kids), f);
+    } else if constexpr (sizeof...(K) == 1) {
+      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(detail::get<0>(n.kids), f);
       if constexpr (Need)
-        return recorded<value_t<N>, decltype(k0)>{Fn::apply(k0.value), {{{k0}}}};
+        return recorded<V, decltype(k0)>{Fn::apply(k0.value), {{{k0}}}};
       else
-        return recorded<absent<value_t<N>>, decltype(k0)>{{}, {{{k0}}}};
-    }
-  }
-  template <bool Need, class Fr, class Fn, class K0, class K1>
-  CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K0, K1> const& n, Fr& f) {
-    using N = node<op::math<Fn>, K0, K1>;
-    if constexpr (!Need && !active<N>) {
-      return nothing_recorded{};
-    } else {
-      constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K0>, active<K1>>();
-      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K0>, active<K1>>();
-      auto k0 = record<need0>(detail::get<0>(n.kids), f);
-      auto k1 = record<need1>(detail::get<1>(n.kids), f);
+        return recorded<V, decltype(k0)>{{}, {{{k0}}}};
+    } else if constexpr (sizeof...(K) == 2) {
+      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(detail::get<0>(n.kids), f);
+      auto k1 = record<Need || operand_value_needed<Fn, 1, active<N>, active<K>...>()>(detail::get<1>(n.kids), f);
       if constexpr (Need)
-        return recorded<value_t<N>, decltype(k0), decltype(k1)>{Fn::apply(k0.value, k1.value), {{{k0}, {k1}}}};
+        return recorded<V, decltype(k0), decltype(k1)>{Fn::apply(k0.value, k1.value), {{{k0}, {k1}}}};
       else
-        return recorded<absent<value_t<N>>, decltype(k0), decltype(k1)>{{}, {{{k0}, {k1}}}};
-    }
-  }
-  template <bool Need, class Fr, class Fn, class K0, class K1, class K2>
-  CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K0, K1, K2> const& n, Fr& f) {
-    using N = node<op::math<Fn>, K0, K1, K2>;
-    if constexpr (!Need && !active<N>) {
-      return nothing_recorded{};
+        return recorded<V, decltype(k0), decltype(k1)>{{}, {{{k0}, {k1}}}};
     } else {
-      constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K0>, active<K1>, active<K2>>();
-      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K0>, active<K1>, active<K2>>();
-      constexpr bool need2 = Need || operand_value_needed<Fn, 2, active<N>, active<K0>, active<K1>, active<K2>>();
-      auto k0 = record<need0>(detail::get<0>(n.kids), f);
-      auto k1 = record<need1>(detail::get<1>(n.kids), f);
-      auto k2 = record<need2>(detail::get<2>(n.kids), f);
+      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(detail::get<0>(n.kids), f);
+      auto k1 = record<Need || operand_value_needed<Fn, 1, active<N>, active<K>...>()>(detail::get<1>(n.kids), f);
+      auto k2 = record<Need || operand_value_needed<Fn, 2, active<N>, active<K>...>()>(detail::get<2>(n.kids), f);
       if constexpr (Need)
-        return recorded<value_t<N>, decltype(k0), decltype(k1), decltype(k2)>{Fn::apply(k0.value, k1.value, k2.value),
-                                                                               {{{k0}, {k1}, {k2}}}};
+        return recorded<V, decltype(k0), decltype(k1), decltype(k2)>{Fn::apply(k0.value, k1.value, k2.value),
+                                                                      {{{k0}, {k1}, {k2}}}};
       else
-        return recorded<absent<value_t<N>>, decltype(k0), decltype(k1), decltype(k2)>{{}, {{{k0}, {k1}, {k2}}}};
+        return recorded<V, decltype(k0), decltype(k1), decltype(k2)>{{}, {{{k0}, {k1}, {k2}}}};
     }
   }
 
