@@ -321,3 +321,43 @@ TEST_CASE("index guards: a loop that does not start at zero, a guard false in th
     CHECK(out.at(i) == want);
   }
 }
+
+TEST_CASE("a 3-D box cut into chunks that start inside rows: every iteration once, forward and adjoint") {
+  // 7 x 11 x 13 = 1001 iterations on three threads: chunks of about 41 start
+  // and end inside rows of 13 and carry over both outer axes, which each
+  // chunk walks row by row from its first index (backend/plan.hpp).
+  int const na = 7, nb = 11, nc = 13;
+  ctg::field<double, 3, ctg::grad> x({na, nb, nc}, {.name = "x"}), y({na, nb, nc}, {.name = "y"});
+  auto square = ctg::kernel<"square_3d">([](auto x, auto y) {
+    return ctg::ndrange(x.shape(0_c), x.shape(1_c), x.shape(2_c), [=](auto i, auto j, auto k) {
+      return y(i, j, k) = x(i, j, k) * x(i, j, k) + i * 10000 + j * 100 + k;
+    });
+  });
+  auto value = [](int i, int j, int k) { return 0.5 + 0.01 * ((i * 7 + j * 3 + k) % 17); };
+  int const previous = ctg::num_threads();
+  for (int threads : {1, 3}) {
+    ctg::set_num_threads(threads);
+    for (int i = 0; i < na; ++i)
+      for (int j = 0; j < nb; ++j)
+        for (int k = 0; k < nc; ++k) {
+          x.at(i, j, k) = value(i, j, k);
+          y.at(i, j, k) = -1.0;
+          y.grad().at(i, j, k) = double(1 + (i + j + k) % 3);
+        }
+    x.grad().fill(0.0);
+    square(x, y);
+    square.grad(x, y);
+    int wrong_value = 0, wrong_grad = 0;
+    for (int i = 0; i < na; ++i)
+      for (int j = 0; j < nb; ++j)
+        for (int k = 0; k < nc; ++k) {
+          double const v = value(i, j, k);
+          wrong_value += y.at(i, j, k) != v * v + i * 10000 + j * 100 + k;
+          // An iteration run twice would add twice, one skipped not at all.
+          wrong_grad += x.grad().at(i, j, k) != 2.0 * v * double(1 + (i + j + k) % 3);
+        }
+    CHECK_MESSAGE(wrong_value == 0, "threads ", threads);
+    CHECK_MESSAGE(wrong_grad == 0, "threads ", threads);
+  }
+  ctg::set_num_threads(previous);
+}

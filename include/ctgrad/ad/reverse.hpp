@@ -428,10 +428,20 @@ struct reverse {
     } else if constexpr (ir::is_local_op<typename V::op_type>) {
       // One coefficient of a local's adjoint (not a zero matrix added whole:
       // x + 0 is not x in floating point, so those adds would stay).
+      //
+      // The whole adjoint is read and written back, not the one coefficient:
+      // the adjoint stays in the frame, in memory when the compiler cannot
+      // keep the frame in registers, and a later whole read (the let's
+      // initial value takes it at once) of coefficients stored one by one
+      // cannot be forwarded from the stores. The stall took two thirds of a
+      // grid update's adjoint whose two components pass through selects.
+      auto& a = local_adjoint(kid<0>(n), f);
+      M sum = a;
       auto& c = [&]<std::size_t... Js>(std::index_sequence<Js...>) -> S& {
-        return local_adjoint(kid<0>(n), f).coeffRef(detail::get<Js + 1>(t.kids).value...);
+        return sum.coeffRef(detail::get<Js + 1>(t.kids).value...);
       }(std::index_sequence_for<I...>{});
       c = c + convert<S>(g);
+      a = sum;
     } else {
       M z = M::Zero();
       [&]<std::size_t... Js>(std::index_sequence<Js...>) {
@@ -852,14 +862,16 @@ struct reverse {
         if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       } else {
         auto const& lhs = kid<0>(n);
+        T rest = a;  // the whole adjoint read and written back: see backprop_node of a component
         auto& c = [&]() -> auto& {
           if constexpr (L::arity == 2)
-            return a.coeffRef(forward::eval(kid<1>(lhs), f));
+            return rest.coeffRef(forward::eval(kid<1>(lhs), f));
           else
-            return a.coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
+            return rest.coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
         }();
         auto const g = c;
         c = 0;
+        a = rest;
         if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }

@@ -27,17 +27,44 @@ struct loop_box {
     for (int a = 0; a < A; ++a) n *= hi[a] > lo[a] ? std::int64_t(hi[a] - lo[a]) : 0;
     return n;
   }
-  // Sets the offload-level indices of iteration `it` (row-major, last axis fastest).
+  // The offload-level indices of iteration `it` (row-major, last axis fastest).
+  CTG_HOST_DEVICE void indices_of(std::int64_t it, int* index) const {
+    for (int a = A - 1; a >= 0; --a) {
+      std::int64_t const n = hi[a] - lo[a];
+      index[a] = lo[a] + int(it % n);
+      it /= n;
+    }
+  }
+  // Sets them in the frame.
   template <class Fr>
   CTG_HOST_DEVICE void set(Fr& f, std::int64_t it) const {
-    if constexpr (A == 1) {
+    if constexpr (A == 1)
       f.idx[0][0] = lo[0] + int(it);
-    } else {
-      for (int a = A - 1; a >= 0; --a) {
-        std::int64_t const n = hi[a] - lo[a];
-        f.idx[0][a] = lo[a] + int(it % n);
-        it /= n;
+    else
+      indices_of(it, f.idx[0]);
+  }
+  // Calls visit(index, it) for iterations [b, e) in the order of set, with
+  // `index` their offload-level indices. The last axis is the inner loop's
+  // own induction variable and the others move once per row: set divides
+  // once per axis and iteration, this once per chunk, and the inner loop
+  // is one the compiler can vectorise, as a 1-D offload's.
+  template <class Visit>
+  CTG_HOST_DEVICE void for_each(std::int64_t b, std::int64_t e, Visit&& visit) const {
+    if (b >= e) return;
+    int index[A];
+    indices_of(b, index);
+    for (std::int64_t it = b;;) {
+      int const first = index[A - 1];
+      std::int64_t const row_rest = hi[A - 1] - first;
+      int const last = int(first + (row_rest < e - it ? row_rest : e - it));
+      for (int j = first; j < last; ++j) {
+        index[A - 1] = j;
+        visit(index, it + (j - first));
       }
+      it += last - first;
+      if (it >= e) return;
+      index[A - 1] = lo[A - 1];
+      for (int a = A - 2; a >= 0 && ++index[a] == hi[a]; --a) index[a] = lo[a];
     }
   }
 };

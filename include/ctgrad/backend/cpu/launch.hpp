@@ -125,11 +125,11 @@ CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args
       run(f, first, last);
     }
   } else {
-    for (std::int64_t it = b; it < e; ++it) {
-      box.set(f, it);
+    box.for_each(b, e, [&](int const(&index)[A], std::int64_t it) {
+      for (int a = 0; a < A; ++a) f.idx[0][a] = index[a];
       if constexpr (Plan::banded) f.near_chunk_edge = it - b < margin || e - it <= margin;
       Plan::iteration(body, f);
-    }
+    });
   }
   Plan::finish(f);
 }
@@ -180,10 +180,10 @@ CTG_FLATTEN void run_gather_chunk(backend::loop_box<A> const box, backend::loop_
     }
     for (int j = inner_hi; j < last; ++j) f.idx[0][0] = j, visit(f, std::true_type{});
   } else {
-    for (std::int64_t it = b; it < e; ++it) {
-      over.set(f, it);
+    over.for_each(b, e, [&](int const(&index)[A], std::int64_t) {
+      for (int a = 0; a < A; ++a) f.idx[0][a] = index[a];  // each element: a replay moves them
       visit(f, std::true_type{});
-    }
+    });
   }
   Plan::finish(f);
 }
