@@ -100,6 +100,44 @@ void BM_mpm_adjoint(benchmark::State& state) {
   bench::report_adjoint(state, 2.0 * mpm::data::forward_bytes, t);
 }
 
+// The MPM adjoint kernel by kernel, each paired with its hand-written
+// counterpart and each after the sweeps that run before it in a step (the
+// adjoint runs G2P, then the grid update, then P2G), so that each reads the
+// seeds the one before it left. Where BM_mpm_adjoint's ratio comes from.
+void BM_mpm_adjoint_parts(benchmark::State& state) {
+  bench::use_threads(state);
+  mpm::data d;
+  auto ours_g2p = [&] { mpm::g2p.grad(d.x, d.v, d.C, d.grid_v_out, 0); };
+  auto ours_grid = [&] { mpm::grid_op.grad(d.grid_v, d.grid_m, d.grid_v_out); };
+  auto ours_p2g = [&] { mpm::p2g.grad(d.x, d.v, d.C, d.F, d.grid_v, d.grid_m, 0); };
+  auto ours_until = [&](int part) {
+    return [&, part] {
+      d.clear_grid();
+      d.ours_forward();
+      d.reseed();
+      if (part > 0) ours_g2p();
+      if (part > 1) ours_grid();
+    };
+  };
+  auto hand_until = [&](int part) {
+    return [&, part] {
+      d.clear_grid();
+      d.hand_forward();
+      d.reseed();
+      if (part > 0) d.hand_g2p_adjoint();
+      if (part > 1) d.hand_grid_op_adjoint();
+    };
+  };
+  auto t = bench::paired<6>(
+      state, {variant{ours_until(0), ours_g2p}, variant{hand_until(0), [&] { d.hand_g2p_adjoint(); }},
+              variant{ours_until(1), ours_grid}, variant{hand_until(1), [&] { d.hand_grid_op_adjoint(); }},
+              variant{ours_until(2), ours_p2g}, variant{hand_until(2), [&] { d.hand_p2g_adjoint(); }}});
+  state.counters["ratio_ctgrad_over_hand_g2p_adjoint"] = t[0] / t[1];
+  state.counters["ratio_ctgrad_over_hand_grid_adjoint"] = t[2] / t[3];
+  state.counters["ratio_ctgrad_over_hand_p2g_adjoint"] = t[4] / t[5];
+  state.counters["ratio_ctgrad_over_hand_adjoint"] = (t[0] + t[2] + t[4]) / (t[1] + t[3] + t[5]);
+}
+
 void common(benchmark::internal::Benchmark* b) {
   b->Apply(bench::thread_counts)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 }
@@ -110,5 +148,6 @@ BENCHMARK(BM_springs_forward)->Apply(common);
 BENCHMARK(BM_springs_adjoint)->Apply(common);
 BENCHMARK(BM_mpm_forward)->Apply(common);
 BENCHMARK(BM_mpm_adjoint)->Apply(common);
+BENCHMARK(BM_mpm_adjoint_parts)->Apply(common);
 
 int main(int argc, char** argv) { return bench::run_main(argc, argv); }
