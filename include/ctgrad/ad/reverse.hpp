@@ -60,6 +60,12 @@ struct recorded {
 };
 struct nothing_recorded {};
 
+// A coefficient of a vector or matrix at compile-time indices (u[0_c]).
+template <class N>
+inline constexpr bool fixed_coefficient_v = false;
+template <class V, class... I>
+inline constexpr bool fixed_coefficient_v<node<op::component, V, I...>> = (eval::static_index_v<I> && ...);
+
 template <class K, class T>
 CTG_HOST_DEVICE auto value_of(T const& t) {
   if constexpr (requires { t.value; })
@@ -429,19 +435,28 @@ struct reverse {
       // One coefficient of a local's adjoint (not a zero matrix added whole:
       // x + 0 is not x in floating point, so those adds would stay).
       //
-      // The whole adjoint is read and written back, not the one coefficient:
-      // the adjoint stays in the frame, in memory when the compiler cannot
-      // keep the frame in registers, and a later whole read (the let's
-      // initial value takes it at once) of coefficients stored one by one
-      // cannot be forwarded from the stores. The stall took two thirds of a
-      // grid update's adjoint whose two components pass through selects.
+      // At compile-time indices the whole adjoint is read and written back
+      // around the add: it lives in the frame, in memory when the compiler
+      // cannot keep the frame in registers, and a later whole read (the
+      // let's initial value takes it at once) of coefficients stored one by
+      // one cannot be forwarded from those stores. The stall took two thirds
+      // of a grid update's adjoint whose two components pass through
+      // selects. A copy indexed at run time (wx[i] in a loop) would have to
+      // sit in memory itself: that one adds in place.
+      auto add = [&](M& m) {
+        auto& c = [&]<std::size_t... Js>(std::index_sequence<Js...>) -> S& {
+          return m.coeffRef(detail::get<Js + 1>(t.kids).value...);
+        }(std::index_sequence_for<I...>{});
+        c = c + convert<S>(g);
+      };
       auto& a = local_adjoint(kid<0>(n), f);
-      M sum = a;
-      auto& c = [&]<std::size_t... Js>(std::index_sequence<Js...>) -> S& {
-        return sum.coeffRef(detail::get<Js + 1>(t.kids).value...);
-      }(std::index_sequence_for<I...>{});
-      c = c + convert<S>(g);
-      a = sum;
+      if constexpr (fixed_coefficient_v<node<op::component, V, I...>>) {
+        M whole = a;
+        add(whole);
+        a = whole;
+      } else {
+        add(a);
+      }
     } else {
       M z = M::Zero();
       [&]<std::size_t... Js>(std::index_sequence<Js...>) {
@@ -862,16 +877,29 @@ struct reverse {
         if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       } else {
         auto const& lhs = kid<0>(n);
-        T rest = a;  // the whole adjoint read and written back: see backprop_node of a component
-        auto& c = [&]() -> auto& {
-          if constexpr (L::arity == 2)
-            return rest.coeffRef(forward::eval(kid<1>(lhs), f));
-          else
-            return rest.coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
+        // Whole at compile-time indices, in place otherwise: see
+        // backprop_node of a component.
+        auto take = [&](T& m) {
+          auto& c = [&]() -> auto& {
+            if constexpr (L::arity == 2)
+              return m.coeffRef(forward::eval(kid<1>(lhs), f));
+            else
+              return m.coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
+          }();
+          auto const taken = c;
+          c = 0;
+          return taken;
+        };
+        auto const g = [&] {
+          if constexpr (fixed_coefficient_v<L>) {
+            T whole = a;
+            auto const taken = take(whole);
+            a = whole;
+            return taken;
+          } else {
+            return take(a);
+          }
         }();
-        auto const g = c;
-        c = 0;
-        a = rest;
         if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }
