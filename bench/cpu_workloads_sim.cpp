@@ -110,28 +110,28 @@ void BM_mpm_adjoint_parts(benchmark::State& state) {
   auto ours_g2p = [&] { mpm::g2p.grad(d.x, d.v, d.C, d.grid_v_out, 0); };
   auto ours_grid = [&] { mpm::grid_op.grad(d.grid_v, d.grid_m, d.grid_v_out); };
   auto ours_p2g = [&] { mpm::p2g.grad(d.x, d.v, d.C, d.F, d.grid_v, d.grid_m, 0); };
-  auto ours_until = [&](int part) {
-    return [&, part] {
+  auto hand_g2p = [&] { d.hand_g2p_adjoint(); };
+  auto hand_grid = [&] { d.hand_grid_op_adjoint(); };
+  auto hand_p2g = [&] { d.hand_p2g_adjoint(); };
+  // The setup of kernel `part` (0 G2P, 1 grid, 2 P2G): a forward step, fresh
+  // seeds, then the sweeps before that kernel.
+  auto until = [&d](int part, auto forward, auto g2p, auto grid) {
+    return [&d, part, forward, g2p, grid] {
       d.clear_grid();
-      d.ours_forward();
+      forward();
       d.reseed();
-      if (part > 0) ours_g2p();
-      if (part > 1) ours_grid();
+      if (part > 0) g2p();
+      if (part > 1) grid();
     };
   };
-  auto hand_until = [&](int part) {
-    return [&, part] {
-      d.clear_grid();
-      d.hand_forward();
-      d.reseed();
-      if (part > 0) d.hand_g2p_adjoint();
-      if (part > 1) d.hand_grid_op_adjoint();
-    };
-  };
-  auto t = bench::paired<6>(
-      state, {variant{ours_until(0), ours_g2p}, variant{hand_until(0), [&] { d.hand_g2p_adjoint(); }},
-              variant{ours_until(1), ours_grid}, variant{hand_until(1), [&] { d.hand_grid_op_adjoint(); }},
-              variant{ours_until(2), ours_p2g}, variant{hand_until(2), [&] { d.hand_p2g_adjoint(); }}});
+  auto ours_forward = [&] { d.ours_forward(); };
+  auto hand_forward = [&] { d.hand_forward(); };
+  auto t = bench::paired<6>(state, {variant{until(0, ours_forward, ours_g2p, ours_grid), ours_g2p},
+                                    variant{until(0, hand_forward, hand_g2p, hand_grid), hand_g2p},
+                                    variant{until(1, ours_forward, ours_g2p, ours_grid), ours_grid},
+                                    variant{until(1, hand_forward, hand_g2p, hand_grid), hand_grid},
+                                    variant{until(2, ours_forward, ours_g2p, ours_grid), ours_p2g},
+                                    variant{until(2, hand_forward, hand_g2p, hand_grid), hand_p2g}});
   state.counters["ratio_ctgrad_over_hand_g2p_adjoint"] = t[0] / t[1];
   state.counters["ratio_ctgrad_over_hand_grid_adjoint"] = t[2] / t[3];
   state.counters["ratio_ctgrad_over_hand_p2g_adjoint"] = t[4] / t[5];

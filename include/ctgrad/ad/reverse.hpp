@@ -434,29 +434,12 @@ struct reverse {
     } else if constexpr (ir::is_local_op<typename V::op_type>) {
       // One coefficient of a local's adjoint (not a zero matrix added whole:
       // x + 0 is not x in floating point, so those adds would stay).
-      //
-      // At compile-time indices the whole adjoint is read and written back
-      // around the add: it lives in the frame, in memory when the compiler
-      // cannot keep the frame in registers, and a later whole read (the
-      // let's initial value takes it at once) of coefficients stored one by
-      // one cannot be forwarded from those stores. The stall took two thirds
-      // of a grid update's adjoint whose two components pass through
-      // selects. A copy indexed at run time (wx[i] in a loop) would have to
-      // sit in memory itself: that one adds in place.
-      auto add = [&](M& m) {
+      update_coefficient<node<op::component, V, I...>>(local_adjoint(kid<0>(n), f), [&](M& m) {
         auto& c = [&]<std::size_t... Js>(std::index_sequence<Js...>) -> S& {
           return m.coeffRef(detail::get<Js + 1>(t.kids).value...);
         }(std::index_sequence_for<I...>{});
-        c = c + convert<S>(g);
-      };
-      auto& a = local_adjoint(kid<0>(n), f);
-      if constexpr (fixed_coefficient_v<node<op::component, V, I...>>) {
-        M whole = a;
-        add(whole);
-        a = whole;
-      } else {
-        add(a);
-      }
+        return c = c + convert<S>(g);
+      });
     } else {
       M z = M::Zero();
       [&]<std::size_t... Js>(std::index_sequence<Js...>) {
@@ -468,6 +451,26 @@ struct reverse {
   template <int S, class T, class Fr>
   CTG_HOST_DEVICE static auto& local_adjoint(node<op::local<S, T>> const&, Fr& f) {
     return detail::get<S>(f.adj);
+  }
+  // Runs `change` (which changes the coefficient C of a local and returns a
+  // value) on that local's adjoint `a`. At compile-time indices on a copy
+  // of the whole adjoint, written back whole: the adjoint lives in the
+  // frame, in memory when the compiler cannot keep the frame in registers,
+  // and a later whole read (a let's initial value takes it at once) of
+  // coefficients stored one by one cannot be forwarded from those stores.
+  // The stall took two thirds of a grid update's adjoint whose two
+  // components pass through selects. A copy indexed at run time (wx[i] in a
+  // loop) would have to sit in memory itself: there `a` changes in place.
+  template <class C, class M, class Change>
+  CTG_HOST_DEVICE static auto update_coefficient(M& a, Change const& change) {
+    if constexpr (fixed_coefficient_v<C>) {
+      M whole = a;
+      auto const result = change(whole);
+      a = whole;
+      return result;
+    } else {
+      return change(a);
+    }
   }
   template <class N>
   struct is_access_node : std::false_type {};
@@ -877,9 +880,7 @@ struct reverse {
         if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       } else {
         auto const& lhs = kid<0>(n);
-        // Whole at compile-time indices, in place otherwise: see
-        // backprop_node of a component.
-        auto take = [&](T& m) {
+        auto const g = update_coefficient<L>(a, [&](T& m) {
           auto& c = [&]() -> auto& {
             if constexpr (L::arity == 2)
               return m.coeffRef(forward::eval(kid<1>(lhs), f));
@@ -889,17 +890,7 @@ struct reverse {
           auto const taken = c;
           c = 0;
           return taken;
-        };
-        auto const g = [&] {
-          if constexpr (fixed_coefficient_v<L>) {
-            T whole = a;
-            auto const taken = take(whole);
-            a = whole;
-            return taken;
-          } else {
-            return take(a);
-          }
-        }();
+        });
         if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }
