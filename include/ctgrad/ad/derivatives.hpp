@@ -33,6 +33,10 @@ struct absent {
   using type = T;
 };
 template <class X>
+inline constexpr bool is_absent_v = false;
+template <class T>
+inline constexpr bool is_absent_v<absent<T>> = true;
+template <class X>
 struct operand_type {
   using type = X;
 };

@@ -58,7 +58,19 @@ struct recorded {
   V value;
   detail::tuple<Kids...> kids;
 };
-struct nothing_recorded {};
+// What record() returns for an inactive expression whose value is not
+// needed: its value is absent, like that of a record made without it, so
+// every record has a `value` and it is read without a helper function (one
+// would be named after the record's type, which mirrors the subtree).
+template <class V>
+struct nothing_recorded {
+  absent<V> value;
+};
+
+template <class Op>
+inline constexpr bool is_math_op_v = false;
+template <class Fn>
+inline constexpr bool is_math_op_v<op::math<Fn>> = true;
 
 // A coefficient of a vector or matrix at compile-time indices (u[0_c]).
 template <class N>
@@ -66,12 +78,18 @@ inline constexpr bool fixed_coefficient_v = false;
 template <class V, class... I>
 inline constexpr bool fixed_coefficient_v<node<op::component, V, I...>> = (eval::static_index_v<I> && ...);
 
-template <class K, class T>
-CTG_HOST_DEVICE auto value_of(T const& t) {
-  if constexpr (requires { t.value; })
-    return t.value;
+// The adjoint reaching operand I of a math node Fn whose operands' values (or
+// absent<T>) are `values`, converted to that operand's type KidValue, or
+// nothing when the operand is inactive (backprop ignores it then, and the rule
+// is never instantiated). A function of the operator, the operand's activity
+// and the value types, not of the node: its name stays short however deep the
+// expression, and the nodes of one operator and types share it.
+template <int I, class Fn, bool Active, class KidValue, class G, class... V>
+CTG_HOST_DEVICE auto operand_adjoint(G const& g, V const... values) {
+  if constexpr (Active)
+    return convert<KidValue>(rule<Fn>::template vjp<I>(g, values...));
   else
-    return absent<value_t<K>>{};
+    return nothing_recorded<KidValue>{};
 }
 
 // Paths (kid indices) from an expression to its accesses of field I.
@@ -122,7 +140,7 @@ struct reverse {
   CTG_HOST_DEVICE static auto record(node<Op, K...> const& n, Fr& f) {
     using N = node<Op, K...>;
     if constexpr (!Need && !active<N>) {
-      return nothing_recorded{};
+      return nothing_recorded<value_t<N>>{};
     } else {
       return record_node<Need>(n, f);
     }
@@ -174,24 +192,30 @@ struct reverse {
     static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");
     using V = std::conditional_t<Need, value_t<N>, absent<value_t<N>>>;
     if constexpr (!Need && !active<N>) {
-      return nothing_recorded{};
+      return nothing_recorded<value_t<N>>{};
     } else if constexpr (sizeof...(K) == 1) {
-      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(detail::get<0>(n.kids), f);
+      auto k0 =
+          record < Need || operand_value_needed<Fn, 0, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(0, n.kids), f);
       if constexpr (Need)
         return recorded<V, decltype(k0)>{Fn::apply(k0.value), {{{k0}}}};
       else
         return recorded<V, decltype(k0)>{{}, {{{k0}}}};
     } else if constexpr (sizeof...(K) == 2) {
-      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(detail::get<0>(n.kids), f);
-      auto k1 = record<Need || operand_value_needed<Fn, 1, active<N>, active<K>...>()>(detail::get<1>(n.kids), f);
+      auto k0 =
+          record < Need || operand_value_needed<Fn, 0, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(0, n.kids), f);
+      auto k1 =
+          record < Need || operand_value_needed<Fn, 1, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(1, n.kids), f);
       if constexpr (Need)
         return recorded<V, decltype(k0), decltype(k1)>{Fn::apply(k0.value, k1.value), {{{k0}, {k1}}}};
       else
         return recorded<V, decltype(k0), decltype(k1)>{{}, {{{k0}, {k1}}}};
     } else {
-      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(detail::get<0>(n.kids), f);
-      auto k1 = record<Need || operand_value_needed<Fn, 1, active<N>, active<K>...>()>(detail::get<1>(n.kids), f);
-      auto k2 = record<Need || operand_value_needed<Fn, 2, active<N>, active<K>...>()>(detail::get<2>(n.kids), f);
+      auto k0 =
+          record < Need || operand_value_needed<Fn, 0, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(0, n.kids), f);
+      auto k1 =
+          record < Need || operand_value_needed<Fn, 1, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(1, n.kids), f);
+      auto k2 =
+          record < Need || operand_value_needed<Fn, 2, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(2, n.kids), f);
       if constexpr (Need)
         return recorded<V, decltype(k0), decltype(k1), decltype(k2)>{Fn::apply(k0.value, k1.value, k2.value),
                                                                       {{{k0}, {k1}, {k2}}}};
@@ -255,13 +279,13 @@ struct reverse {
   template <bool Need, class Fr, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::stop_grad, K> const& n, Fr& f) {
     auto kt = record<Need>(kid<0>(n), f);
-    return recorded<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
+    return recorded<decltype(kt.value), decltype(kt)>{kt.value, {{{kt}}}};
   }
 
   template <bool Need, class Fr, class Name, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::func_scope<Name>, K> const& n, Fr& f) {
     auto kt = record<Need>(kid<0>(n), f);
-    return recorded<decltype(value_of<K>(kt)), decltype(kt)>{value_of<K>(kt), {{{kt}}}};
+    return recorded<decltype(kt.value), decltype(kt)>{kt.value, {{{kt}}}};
   }
 
   template <bool Need, class Fr, class V, class... I>
@@ -293,13 +317,27 @@ struct reverse {
   }
 
   // ---- pushing adjoints down a record ---------------------------------------------------------
-  template <class Fr, class Op, class... K, class T, class G>
-  CTG_HOST_DEVICE static void backprop(node<Op, K...> const& n, T const& t, G const& g, Fr& f) {
-    if constexpr (active<node<Op, K...>>) backprop_node(n, t, g, f);
+  // The record of node N that record<Need> makes. backprop takes its record
+  // as this type, spelled by Need and the node, so that the record's own
+  // type (which mirrors the whole subtree a second time) is not one of its
+  // template arguments: a function's name spells those, and in a deep
+  // expression the names are most of what the compiler spends (docs/05,
+  // *Build time*). Callers say Need: `needs<Record>`.
+  template <bool Need, class Fr, class N>
+  using record_t = decltype(record<Need>(std::declval<N const&>(), std::declval<Fr&>()));
+  template <class Record>
+  static constexpr bool needs = !is_absent_v<decltype(std::remove_cvref_t<Record>::value)>;
+
+  template <bool Need, class Fr, class Op, class... K, class G>
+  requires(!is_math_op_v<Op>)  // (math nodes: below; the record's type does not order the two)
+      CTG_HOST_DEVICE
+      static void backprop(node<Op, K...> const& n, record_t<Need, Fr, node<Op, K...>> const& t, G const& g, Fr& f) {
+    if constexpr (active<node<Op, K...>>) backprop_node<Need>(n, t, g, f);
   }
 
-  template <class Fr, int S, class V, class T, class G>
-  CTG_HOST_DEVICE static void backprop_node(node<op::local<S, V>> const&, T const&, G const& g, Fr& f) {
+  template <bool Need, class Fr, int S, class V, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::local<S, V>> const&,
+                                            record_t<Need, Fr, node<op::local<S, V>>> const&, G const& g, Fr& f) {
     auto& a = detail::get<S>(f.adj);
     a = a + convert<V>(g);
   }
@@ -318,8 +356,9 @@ struct reverse {
     *p = *p + g;
   }
 
-  template <class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class Tp, class Gv>
-  CTG_HOST_DEVICE static void backprop_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Tp const& t,
+  template <bool Need, class Fr, int I, class T, int R, bool G, bool D, buffer B, class... Idx, class Gv>
+  CTG_HOST_DEVICE static void backprop_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n,
+                                            record_t<Need, Fr, node<op::access<I, T, R, G, D, B>, Idx...>> const& t,
                                             Gv const& g, Fr& f) {
     if (!accumulates(n, f)) return;
     T* p = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
@@ -331,91 +370,88 @@ struct reverse {
 
   // One template level per expression level (operands of up to three
   // propagated here).
-  template <class Fr, class Fn, class... K, class Tp, class G>
-  CTG_HOST_DEVICE static void backprop(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f) {
+  template <bool Need, class Fr, class Fn, class... K, class G>
+  CTG_HOST_DEVICE static void backprop(node<op::math<Fn>, K...> const& n,
+                                       record_t<Need, Fr, node<op::math<Fn>, K...>> const& t, G const& g, Fr& f) {
+    static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");
+    using kids = detail::tuple<K...>;
+    using K0 = detail::tuple_element_t<0, kids>;
     if constexpr (!active<node<op::math<Fn>, K...>>) {
       return;
-    } else if constexpr (sizeof...(K) == 0 || sizeof...(K) > 3) {
-      backprop_math(n, t, g, f, std::index_sequence_for<K...>{});
+    } else if constexpr (sizeof...(K) == 1) {
+      auto const& t0 = CTG_IMPL_ELEMENT(0, t.kids);
+      backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
+                                    operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value), f);
+    } else if constexpr (sizeof...(K) == 2) {
+      using K1 = detail::tuple_element_t<1, kids>;
+      auto const& t0 = CTG_IMPL_ELEMENT(0, t.kids);
+      auto const& t1 = CTG_IMPL_ELEMENT(1, t.kids);
+      backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
+                                    operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value), f);
+      backprop<needs<decltype(t1)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
+                                    operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value), f);
     } else {
-      backprop(detail::get<0>(n.kids), detail::get<0>(t.kids), operand_adjoint<0, Fn, K...>(g, t), f);
-      if constexpr (sizeof...(K) > 1)
-        backprop(detail::get<1>(n.kids), detail::get<1>(t.kids), operand_adjoint<1, Fn, K...>(g, t), f);
-      if constexpr (sizeof...(K) > 2)
-        backprop(detail::get<2>(n.kids), detail::get<2>(t.kids), operand_adjoint<2, Fn, K...>(g, t), f);
-    }
-  }
-  template <class Fr, class Fn, class... K, class Tp, class G, std::size_t... Is>
-  CTG_HOST_DEVICE static void backprop_math(node<op::math<Fn>, K...> const& n, Tp const& t, G const& g, Fr& f,
-                                            std::index_sequence<Is...>) {
-    (backprop(detail::get<Is>(n.kids), detail::get<Is>(t.kids), operand_adjoint<int(Is), Fn, K...>(g, t), f), ...);
-  }
-  // The adjoint reaching operand I, or nothing when the operand is inactive
-  // (backprop ignores it then, and the rule is never instantiated).
-  // (Operands spelled out up to three: a helper lambda would be one more
-  // function per node and operand, named after the node.)
-  template <int I, class Fn, class... K, class Tp, class G>
-  CTG_HOST_DEVICE static auto operand_adjoint(G const& g, Tp const& t) {
-    using kids = detail::tuple<K...>;
-    using Kid = detail::tuple_element_t<std::size_t(I), kids>;
-    if constexpr (active<Kid>) {
-      using K0 = detail::tuple_element_t<0, kids>;
-      if constexpr (sizeof...(K) == 1) {
-        return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K0>(detail::get<0>(t.kids))));
-      } else if constexpr (sizeof...(K) == 2) {
-        using K1 = detail::tuple_element_t<1, kids>;
-        return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K0>(detail::get<0>(t.kids)),
-                                                                value_of<K1>(detail::get<1>(t.kids))));
-      } else if constexpr (sizeof...(K) == 3) {
-        using K1 = detail::tuple_element_t<1, kids>;
-        using K2 = detail::tuple_element_t<2, kids>;
-        return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K0>(detail::get<0>(t.kids)),
-                                                                value_of<K1>(detail::get<1>(t.kids)),
-                                                                value_of<K2>(detail::get<2>(t.kids))));
-      } else {
-        return [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-          return convert<value_t<Kid>>(rule<Fn>::template vjp<I>(g, value_of<K>(detail::get<Js>(t.kids))...));
-        }(std::index_sequence_for<K...>{});
-      }
-    } else {
-      return nothing_recorded{};
+      using K1 = detail::tuple_element_t<1, kids>;
+      using K2 = detail::tuple_element_t<2, kids>;
+      auto const& t0 = CTG_IMPL_ELEMENT(0, t.kids);
+      auto const& t1 = CTG_IMPL_ELEMENT(1, t.kids);
+      auto const& t2 = CTG_IMPL_ELEMENT(2, t.kids);
+      backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
+                                    operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value, t2.value),
+                                    f);
+      backprop<needs<decltype(t1)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
+                                    operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value, t2.value),
+                                    f);
+      backprop<needs<decltype(t2)>>(CTG_IMPL_ELEMENT(2, n.kids), t2,
+                                    operand_adjoint<2, Fn, active<K2>, value_t<K2>>(g, t0.value, t1.value, t2.value),
+                                    f);
     }
   }
 
-  template <class Fr, class N, class F, class... K, class Tp, class G>
-  CTG_HOST_DEVICE static void backprop_node(node<op::custom<N, F>, K...> const& n, Tp const& t, G const& g, Fr& f) {
+  template <bool Need, class Fr, class N, class F, class... K, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::custom<N, F>, K...> const& n,
+                                            record_t<Need, Fr, node<op::custom<N, F>, K...>> const& t, G const& g,
+                                            Fr& f) {
     // (a functor without backward never launches: the checks report CTG-AD-009 first)
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto const gs = n.op.fn.backward(detail::get<Is>(t.kids).value..., g);
       if constexpr (sizeof...(K) == 1) {
-        backprop(detail::get<0>(n.kids), detail::get<0>(t.kids), convert<value_t<K>...>(gs), f);
+        backprop<needs<decltype(detail::get<0>(t.kids))>>(detail::get<0>(n.kids), detail::get<0>(t.kids),
+                                                          convert<value_t<K>...>(gs), f);
       } else {
-        (backprop(detail::get<Is>(n.kids), detail::get<Is>(t.kids), convert<value_t<K>>(detail::get<Is>(gs)), f),
+        (backprop<needs<decltype(detail::get<Is>(t.kids))>>(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
+                                                            convert<value_t<K>>(detail::get<Is>(gs)), f),
          ...);
       }
     }(std::index_sequence_for<K...>{});
   }
 
-  template <class Fr, class T, class K, class Tp, class G>
-  CTG_HOST_DEVICE static void backprop_node(node<op::cast<T>, K> const& n, Tp const& t, G const& g, Fr& f) {
-    backprop(kid<0>(n), detail::get<0>(t.kids), convert<value_t<K>>(g), f);
+  template <bool Need, class Fr, class T, class K, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::cast<T>, K> const& n,
+                                            record_t<Need, Fr, node<op::cast<T>, K>> const& t, G const& g, Fr& f) {
+    backprop<needs<decltype(detail::get<0>(t.kids))>>(kid<0>(n), detail::get<0>(t.kids), convert<value_t<K>>(g), f);
   }
 
-  template <class Fr, class C, class A, class B, class Tp, class G>
-  CTG_HOST_DEVICE static void backprop_node(node<op::select, C, A, B> const& n, Tp const& t, G const& g, Fr& f) {
+  template <bool Need, class Fr, class C, class A, class B, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::select, C, A, B> const& n,
+                                            record_t<Need, Fr, node<op::select, C, A, B>> const& t, G const& g, Fr& f) {
     if (detail::get<0>(t.kids).value)
-      backprop(kid<1>(n), detail::get<1>(t.kids), convert<value_t<A>>(g), f);
+      backprop<needs<decltype(detail::get<1>(t.kids))>>(kid<1>(n), detail::get<1>(t.kids), convert<value_t<A>>(g), f);
     else
-      backprop(kid<2>(n), detail::get<2>(t.kids), convert<value_t<B>>(g), f);
+      backprop<needs<decltype(detail::get<2>(t.kids))>>(kid<2>(n), detail::get<2>(t.kids), convert<value_t<B>>(g), f);
   }
 
-  template <class Fr, class Name, class K, class Tp, class G>
-  CTG_HOST_DEVICE static void backprop_node(node<op::func_scope<Name>, K> const& n, Tp const& t, G const& g, Fr& f) {
-    backprop(kid<0>(n), detail::get<0>(t.kids), g, f);
+  template <bool Need, class Fr, class Name, class K, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::func_scope<Name>, K> const& n,
+                                            record_t<Need, Fr, node<op::func_scope<Name>, K>> const& t, G const& g,
+                                            Fr& f) {
+    backprop<needs<decltype(detail::get<0>(t.kids))>>(kid<0>(n), detail::get<0>(t.kids), g, f);
   }
 
-  template <class Fr, class V, class... I, class Tp, class G>
-  CTG_HOST_DEVICE static void backprop_node(node<op::component, V, I...> const& n, Tp const& t, G const& g, Fr& f) {
+  template <bool Need, class Fr, class V, class... I, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::component, V, I...> const& n,
+                                            record_t<Need, Fr, node<op::component, V, I...>> const& t, G const& g,
+                                            Fr& f) {
     using M = value_t<V>;
     using S = scalar_of_t<M>;
     auto const& vt = detail::get<0>(t.kids);
@@ -445,7 +481,7 @@ struct reverse {
       [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         z.coeffRef(detail::get<Js + 1>(t.kids).value...) = convert<S>(g);
       }(std::index_sequence_for<I...>{});
-      backprop(kid<0>(n), vt, z, f);
+      backprop<needs<decltype(vt)>>(kid<0>(n), vt, z, f);
     }
   }
   template <int S, class T, class Fr>
@@ -477,12 +513,13 @@ struct reverse {
   template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
   struct is_access_node<node<op::access<I, T, R, G, D, B>, Idx...>> : std::true_type {};
 
-  template <class Fr, int R, int C, class... K, class Tp, class G>
-  CTG_HOST_DEVICE static void backprop_node(node<op::make_matrix<R, C>, K...> const& n, Tp const& t, G const& g,
+  template <bool Need, class Fr, int R, int C, class... K, class G>
+  CTG_HOST_DEVICE static void backprop_node(node<op::make_matrix<R, C>, K...> const& n,
+                                            record_t<Need, Fr, node<op::make_matrix<R, C>, K...>> const& t, G const& g,
                                             Fr& f) {
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      (backprop(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
-                convert<value_t<K>>(g(int(Is) / C, int(Is) % C)), f),
+      (backprop<needs<decltype(detail::get<Is>(t.kids))>>(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
+                                                          convert<value_t<K>>(g(int(Is) / C, int(Is) % C)), f),
        ...);
     }(std::index_sequence_for<K...>{});
   }
@@ -712,7 +749,7 @@ struct reverse {
         using P = std::remove_pointer_t<decltype(p)>;
         P const g = load_element(p);
         *p = zero<P>();
-        if constexpr (active<E>) backprop(kid<1>(n), t, convert<value_t<E>>(g), f);
+        if constexpr (active<E>) backprop<needs<decltype(t)>>(kid<1>(n), t, convert<value_t<E>>(g), f);
       }
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal && gathering) {
       // A replay gathers from the seed; the clearing sweep clears it.
@@ -722,7 +759,7 @@ struct reverse {
       if (f.clearing)
         *p = zero<P>();
       else if constexpr (active<E>)
-        backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(load_element(p)), f);
+        backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(load_element(p)), f);
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
@@ -751,11 +788,11 @@ struct reverse {
       // differs from the store in an invariant index (u(t, i - 1) against
       // u(t + 1, i)); otherwise the element is cleared first.
       if (clear_after<A::op_type::param>(kid<0>(n), kid<1>(n), f)) {
-        if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
         *p = zero<P>();
       } else {
         *p = zero<P>();
-        if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }
   }
@@ -795,12 +832,16 @@ struct reverse {
   CTG_HOST_DEVICE static void backprop_beside(L const&, T const&, G const&, Fr&) {}
   template <class L, class Fn, class X, class Y, class T, class G, class Fr>
   CTG_HOST_DEVICE static void backprop_beside(node<op::math<Fn>, X, Y> const& e, T const& t, G const& g, Fr& f) {
+    auto const& t0 = detail::get<0>(t.kids);
+    auto const& t1 = detail::get<1>(t.kids);
     if constexpr (sums_onto<L, X>::value) {
-      backprop_beside<L>(kid<0>(e), detail::get<0>(t.kids), operand_adjoint<0, Fn, X, Y>(g, t), f);
-      backprop(kid<1>(e), detail::get<1>(t.kids), operand_adjoint<1, Fn, X, Y>(g, t), f);
+      backprop_beside<L>(kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value), f);
+      backprop<needs<decltype(t1)>>(kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value),
+                                    f);
     } else {
-      backprop(kid<0>(e), detail::get<0>(t.kids), operand_adjoint<0, Fn, X, Y>(g, t), f);
-      backprop_beside<L>(kid<1>(e), detail::get<1>(t.kids), operand_adjoint<1, Fn, X, Y>(g, t), f);
+      backprop<needs<decltype(t0)>>(kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value),
+                                    f);
+      backprop_beside<L>(kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value), f);
     }
   }
 
@@ -850,7 +891,7 @@ struct reverse {
           seed = load_element(p);
         }
         P const g = K == atomic_kind::add ? seed : P(-seed);
-        backprop(kid<1>(n), t, convert<value_t<E>>(g), f);
+        backprop<needs<decltype(t)>>(kid<1>(n), t, convert<value_t<E>>(g), f);
       }
     }
   }
@@ -877,7 +918,7 @@ struct reverse {
       if constexpr (std::is_same_v<L, node<op::local<slot, T>>>) {
         T const g = a;
         a = zero<T>();
-        if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       } else {
         auto const& lhs = kid<0>(n);
         auto const g = update_coefficient<L>(a, [&](T& m) {
@@ -891,7 +932,7 @@ struct reverse {
           c = 0;
           return taken;
         });
-        if constexpr (active<E>) backprop(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }
   }
@@ -917,7 +958,7 @@ struct reverse {
       using T = std::remove_cvref_t<decltype(a)>;
       T const g = a;
       a = zero<T>();
-      if constexpr (active<E>) backprop(init, record<false>(init, f), convert<value_t<E>>(g), f);
+      if constexpr (active<E>) backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
     }
   }
 

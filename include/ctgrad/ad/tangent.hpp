@@ -65,14 +65,16 @@ struct tangent {
   template <class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
     if constexpr (sizeof...(K) == 1) {
-      return apply_math<Fn>(detail::make_tuple(eval(detail::get<0>(n.kids), f)), std::make_index_sequence<1>{});
+      return apply_math<Fn>(detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f)), std::make_index_sequence<1>{});
     } else if constexpr (sizeof...(K) == 2) {
-      return apply_math<Fn>(detail::make_tuple(eval(detail::get<0>(n.kids), f), eval(detail::get<1>(n.kids), f)),
-                            std::make_index_sequence<2>{});
+      return apply_math<Fn>(
+          detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f)),
+          std::make_index_sequence<2>{});
     } else if constexpr (sizeof...(K) == 3) {
-      return apply_math<Fn>(detail::make_tuple(eval(detail::get<0>(n.kids), f), eval(detail::get<1>(n.kids), f),
-                                               eval(detail::get<2>(n.kids), f)),
-                            std::make_index_sequence<3>{});
+      return apply_math<Fn>(
+          detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f),
+                             eval(CTG_IMPL_ELEMENT(2, n.kids), f)),
+          std::make_index_sequence<3>{});
     } else {
       return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         return apply_math<Fn>(detail::make_tuple(eval(detail::get<Is>(n.kids), f)...), std::index_sequence<Is...>{});

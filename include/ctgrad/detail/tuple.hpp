@@ -50,6 +50,17 @@ struct tuple_element<I, tuple<Ts...>> {
 template <std::size_t I, class Tuple>
 using tuple_element_t = typename tuple_element<I, Tuple>::type;
 
+// Element I of `tuple`, as a const lvalue, read without calling a function.
+// A call of get<I> instantiates a function named after the element's type,
+// and the evaluators' operands are subtrees: in a deep expression one such
+// name per level, thousands of characters long, which the compiler spells
+// and stores whether or not the call is inlined (docs/05, *Build time*).
+#define CTG_IMPL_ELEMENT(I, tuple)                                                                                    \
+  (static_cast<                                                                                                       \
+       ::ctg::detail::tuple_leaf<I, ::ctg::detail::tuple_element_t<I, std::remove_cvref_t<decltype(tuple)>>> const&>( \
+       tuple)                                                                                                         \
+       .value)
+
 // Calls f(get<0>(t), get<1>(t), ...). Host code applies it to host-only
 // callables too (lowering), hence no host/device check on f.
 CTG_EXEC_CHECK_DISABLE

@@ -110,12 +110,12 @@ struct forward {
   template <class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
     if constexpr (sizeof...(K) == 1) {
-      return Fn::apply(eval(detail::get<0>(n.kids), f));
+      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f));
     } else if constexpr (sizeof...(K) == 2) {
-      return Fn::apply(eval(detail::get<0>(n.kids), f), eval(detail::get<1>(n.kids), f));
+      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f));
     } else if constexpr (sizeof...(K) == 3) {
-      return Fn::apply(eval(detail::get<0>(n.kids), f), eval(detail::get<1>(n.kids), f),
-                       eval(detail::get<2>(n.kids), f));
+      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f),
+                       eval(CTG_IMPL_ELEMENT(2, n.kids), f));
     } else {
       return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         return Fn::apply(eval(detail::get<Is>(n.kids), f)...);

@@ -30,9 +30,9 @@ struct row_walk {
       if constexpr (sizeof...(K) > 3) {
         visit_kids(n);
       } else {
-        if constexpr (kid_touches<0, K...>()) visit(detail::get<0>(n.kids));
-        if constexpr (kid_touches<1, K...>()) visit(detail::get<1>(n.kids));
-        if constexpr (kid_touches<2, K...>()) visit(detail::get<2>(n.kids));
+        if constexpr (kid_touches<0, K...>()) visit(CTG_IMPL_ELEMENT(0, n.kids));
+        if constexpr (kid_touches<1, K...>()) visit(CTG_IMPL_ELEMENT(1, n.kids));
+        if constexpr (kid_touches<2, K...>()) visit(CTG_IMPL_ELEMENT(2, n.kids));
       }
     }
   }
