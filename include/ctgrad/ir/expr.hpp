@@ -112,7 +112,7 @@ struct holds_unsettled<node<op::weak_literal<T>>> : std::true_type {};
 // operand is settled already: the node then lowers as it is, which spares
 // lowering a rebuild of each node above it (lower/lower.hpp, lowers_as_is).
 template <class Fn, class... A>
-constexpr auto make_math(A const&... a) {
+constexpr auto make_math_any(A const&... a) {
   if constexpr ((is_weak_v<as_expr_t<A>> || ...) &&
                 ((is_weak_v<as_expr_t<A>> || !holds_unsettled<as_expr_t<A>>::value) && ...)) {
     using V = typename anchor_value<as_expr_t<A>...>::type;
@@ -120,6 +120,52 @@ constexpr auto make_math(A const&... a) {
   } else {
     return node<op::math<Fn>, as_expr_t<A>...>{{}, {{{as_expr(a)}...}}};
   }
+}
+
+// One and two operands, the operators' and math functions' case: an operand
+// that is a settled node goes into the new node as it is, not through
+// as_expr and settle_against, which would each be a function named after
+// its type, the subtree below it (one per level of a deep expression, the
+// names the compiler spends its time on: docs/05, *Names without records*).
+// The node built is make_math_any's. The operators and math functions
+// expand these bodies themselves, for the same reason: a make_math between
+// them and the node would be one more such name per level.
+#define CTG_IMPL_RETURN_MATH1(FN, A0, a0)        \
+  if constexpr (is_node_v<A0> && !is_weak_v<A0>) \
+    return node<op::math<FN>, A0>{{}, {{{a0}}}}; \
+  else                                           \
+    return make_math_any<FN>(a0)
+// (A plain number beside a settled node takes the node's type.)
+#define CTG_IMPL_RETURN_MATH2(FN, A0, A1, a0, a1)                                        \
+  if constexpr (is_node_v<A0> && !is_weak_v<A0> && is_node_v<A1> && !is_weak_v<A1>) {    \
+    return node<op::math<FN>, A0, A1>{{}, {{{a0}, {a1}}}};                               \
+  } else if constexpr (is_node_v<A0> && !is_weak_v<A0>) {                                \
+    if constexpr (is_weak_v<as_expr_t<A1>> && !holds_unsettled<A0>::value)               \
+      return node<op::math<FN>, A0, decltype(settle_against<value_t<A0>>(as_expr(a1)))>{ \
+          {}, {{{a0}, {settle_against<value_t<A0>>(as_expr(a1))}}}};                     \
+    else                                                                                 \
+      return node<op::math<FN>, A0, as_expr_t<A1>>{{}, {{{a0}, {as_expr(a1)}}}};         \
+  } else if constexpr (is_node_v<A1> && !is_weak_v<A1>) {                                \
+    if constexpr (is_weak_v<as_expr_t<A0>> && !holds_unsettled<A1>::value)               \
+      return node<op::math<FN>, decltype(settle_against<value_t<A1>>(as_expr(a0))), A1>{ \
+          {}, {{{settle_against<value_t<A1>>(as_expr(a0))}, {a1}}}};                     \
+    else                                                                                 \
+      return node<op::math<FN>, as_expr_t<A0>, A1>{{}, {{{as_expr(a0)}, {a1}}}};         \
+  } else {                                                                               \
+    return make_math_any<FN>(a0, a1);                                                    \
+  }
+
+template <class Fn, class A0>
+constexpr auto make_math(A0 const& a0) {
+  CTG_IMPL_RETURN_MATH1(Fn, A0, a0);
+}
+template <class Fn, class A0, class A1>
+constexpr auto make_math(A0 const& a0, A1 const& a1) {
+  CTG_IMPL_RETURN_MATH2(Fn, A0, A1, a0, a1)
+}
+template <class Fn, class A0, class A1, class A2, class... A>
+constexpr auto make_math(A0 const& a0, A1 const& a1, A2 const& a2, A const&... a) {
+  return make_math_any<Fn>(a0, a1, a2, a...);
 }
 
 template <class Op, class... A>
@@ -131,11 +177,11 @@ constexpr auto make_expr(Op op, A const&... a) {
 template <class A, class B>
 concept binary_operands = dsl_operand<A> && dsl_operand<B> && (dsl_expr<A> || dsl_expr<B>);
 
-#define CTG_IMPL_BINARY_OPERATOR(OP, FN)                           \
-  template <class A, class B>                                      \
-    requires binary_operands<A, B>                                 \
+#define CTG_IMPL_BINARY_OPERATOR(OP, FN)                             \
+  template <class A, class B>                                        \
+    requires binary_operands<A, B>                                   \
   [[nodiscard]] constexpr auto operator OP(A const& a, B const& b) { \
-    return make_math<fn::FN>(a, b);                                \
+    CTG_IMPL_RETURN_MATH2(fn::FN, A, B, a, b)                        \
   }
 CTG_IMPL_BINARY_OPERATOR(+, add)
 CTG_IMPL_BINARY_OPERATOR(-, sub)
@@ -159,7 +205,7 @@ CTG_IMPL_BINARY_OPERATOR(>>, shr)
 
 template <dsl_expr A>
 [[nodiscard]] constexpr auto operator-(A const& a) {
-  return make_math<fn::neg>(a);
+  CTG_IMPL_RETURN_MATH1(fn::neg, A, a);
 }
 template <dsl_expr A>
 [[nodiscard]] constexpr auto operator+(A const& a) {
@@ -311,10 +357,10 @@ template <dsl_operand A>
 
 // Unary functions take kernel expressions and also plain numbers (a scalar
 // kernel argument is a number): ctg::sin(x) is an expression either way.
-#define CTG_IMPL_UNARY_FUNCTION(NAME)                 \
-  template <dsl_operand A>                            \
-  [[nodiscard]] constexpr auto NAME(A const& a) {     \
-    return make_math<fn::NAME>(a);                    \
+#define CTG_IMPL_UNARY_FUNCTION(NAME)             \
+  template <dsl_operand A>                        \
+  [[nodiscard]] constexpr auto NAME(A const& a) { \
+    CTG_IMPL_RETURN_MATH1(fn::NAME, A, a);        \
   }
 #define CTG_IMPL_UNARY_FUNCTION_ROW(NAME, KIND, VALUE, DERIVATIVE) CTG_IMPL_UNARY_FUNCTION(NAME)
 CTG_IMPL_UNARY_OP_TABLE(CTG_IMPL_UNARY_FUNCTION_ROW)
@@ -327,11 +373,11 @@ CTG_IMPL_UNARY_FUNCTION(det)
 CTG_IMPL_UNARY_FUNCTION(inverse)
 #undef CTG_IMPL_UNARY_FUNCTION
 
-#define CTG_IMPL_BINARY_FUNCTION(NAME)                       \
-  template <class A, class B>                                \
-    requires binary_operands<A, B>                           \
+#define CTG_IMPL_BINARY_FUNCTION(NAME)                        \
+  template <class A, class B>                                 \
+    requires binary_operands<A, B>                            \
   [[nodiscard]] constexpr auto NAME(A const& a, B const& b) { \
-    return make_math<fn::NAME>(a, b);                        \
+    CTG_IMPL_RETURN_MATH2(fn::NAME, A, B, a, b)               \
   }
 CTG_IMPL_BINARY_FUNCTION(atan2)
 CTG_IMPL_BINARY_FUNCTION(pow)
@@ -342,6 +388,8 @@ CTG_IMPL_BINARY_FUNCTION(cross)
 CTG_IMPL_BINARY_FUNCTION(outer)
 CTG_IMPL_BINARY_FUNCTION(cmul)
 #undef CTG_IMPL_BINARY_FUNCTION
+#undef CTG_IMPL_RETURN_MATH1
+#undef CTG_IMPL_RETURN_MATH2
 
 template <class X, class L, class H>
   requires(dsl_operand<X> && dsl_operand<L> && dsl_operand<H> &&
