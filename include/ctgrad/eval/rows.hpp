@@ -10,10 +10,27 @@
 
 namespace ctg::eval {
 
+// Whether the rows a subtree touches follow from its type alone: it holds
+// no store or accumulation and no access whose first index is invariant
+// (whose row is evaluated). Then it reads every row of each field it
+// accesses (ir::read_params_v).
+template <class... K>
+struct first_index_invariant : std::false_type {};
+template <class K0, class... K>
+struct first_index_invariant<K0, K...> : std::bool_constant<analysis::invariant_v<K0>> {};
+template <class N>
+inline constexpr bool rows_from_type_v = true;
+template <class Op, class... K>
+inline constexpr bool rows_from_type_v<node<Op, K...>> =
+    !is_store_op<Op> && !is_atomic_op<Op> && !(is_access_op<Op> && first_index_invariant<K...>::value) &&
+    (rows_from_type_v<K> && ...);
+
 // Walks lowered statements with `host`, a frame whose arguments are the
 // launch's (invariant expressions read nothing else). Kids are visited
 // from visit itself, one instantiation level per level of the tree, and
-// only those that touch a field.
+// only those that touch a field. A subtree whose rows follow from its type
+// is not walked: its fields' rows are all added at once (each visit is a
+// function named after its subtree, one per level of a deep expression).
 template <class Fr>
 struct row_walk {
   Fr& host;
@@ -22,7 +39,9 @@ struct row_walk {
 
   template <class Op, class... K>
   void visit(node<Op, K...> const& n) {
-    if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
+    if constexpr (rows_from_type_v<node<Op, K...>>) {
+      read_all_rows(read_params_v<node<Op, K...>>);
+    } else if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
       target(kid<0>(n));
       if constexpr (kid_touches<1, K...>()) visit(kid<1>(n));
     } else {
@@ -38,6 +57,10 @@ struct row_walk {
   }
 
  private:
+  void read_all_rows(unsigned long long params) {
+    for (int p = 0; params != 0; ++p, params >>= 1)
+      if (params & 1ull) reads[p].add_all();
+  }
   // Whether kid I exists and touches a field element (ir::read_params_v
   // has a bit for every access below it).
   template <std::size_t I, class... K>
