@@ -107,14 +107,18 @@ struct holds_unsettled<node<Op, K...>> : std::bool_constant<(holds_unsettled<K>:
 template <class T>
 struct holds_unsettled<node<op::weak_literal<T>>> : std::true_type {};
 
+// Whether operands K settle here: one is a plain number and the others hold
+// nothing lowering would still settle.
+template <class... K>
+inline constexpr bool settles_here_v = (is_weak_v<K> || ...) && ((is_weak_v<K> || !holds_unsettled<K>::value) && ...);
+
 // A math node. Its plain numbers are settled here against the operands, as
 // lowering would settle them (settle in lower/lower.hpp), when every other
 // operand is settled already: the node then lowers as it is, which spares
 // lowering a rebuild of each node above it (lower/lower.hpp, lowers_as_is).
 template <class Fn, class... A>
 constexpr auto make_math_any(A const&... a) {
-  if constexpr ((is_weak_v<as_expr_t<A>> || ...) &&
-                ((is_weak_v<as_expr_t<A>> || !holds_unsettled<as_expr_t<A>>::value) && ...)) {
+  if constexpr (settles_here_v<as_expr_t<A>...>) {
     using V = typename anchor_value<as_expr_t<A>...>::type;
     return node<op::math<Fn>, decltype(settle_against<V>(as_expr(a)))...>{{}, {{{settle_against<V>(as_expr(a))}...}}};
   } else {
@@ -135,24 +139,24 @@ constexpr auto make_math_any(A const&... a) {
     return node<op::math<FN>, A0>{{}, {{{a0}}}}; \
   else                                           \
     return make_math_any<FN>(a0)
-// (A plain number beside a settled node takes the node's type.)
-#define CTG_IMPL_RETURN_MATH2(FN, A0, A1, a0, a1)                                        \
-  if constexpr (is_node_v<A0> && !is_weak_v<A0> && is_node_v<A1> && !is_weak_v<A1>) {    \
-    return node<op::math<FN>, A0, A1>{{}, {{{a0}, {a1}}}};                               \
-  } else if constexpr (is_node_v<A0> && !is_weak_v<A0>) {                                \
-    if constexpr (is_weak_v<as_expr_t<A1>> && !holds_unsettled<A0>::value)               \
-      return node<op::math<FN>, A0, decltype(settle_against<value_t<A0>>(as_expr(a1)))>{ \
-          {}, {{{a0}, {settle_against<value_t<A0>>(as_expr(a1))}}}};                     \
-    else                                                                                 \
-      return node<op::math<FN>, A0, as_expr_t<A1>>{{}, {{{a0}, {as_expr(a1)}}}};         \
-  } else if constexpr (is_node_v<A1> && !is_weak_v<A1>) {                                \
-    if constexpr (is_weak_v<as_expr_t<A0>> && !holds_unsettled<A1>::value)               \
-      return node<op::math<FN>, decltype(settle_against<value_t<A1>>(as_expr(a0))), A1>{ \
-          {}, {{{settle_against<value_t<A1>>(as_expr(a0))}, {a1}}}};                     \
-    else                                                                                 \
-      return node<op::math<FN>, as_expr_t<A0>, A1>{{}, {{{as_expr(a0)}, {a1}}}};         \
-  } else {                                                                               \
-    return make_math_any<FN>(a0, a1);                                                    \
+#define CTG_IMPL_RETURN_MATH2(FN, A0, A1, a0, a1)                                                                      \
+  if constexpr (is_node_v<A0> && !is_weak_v<A0> && is_node_v<A1> && !is_weak_v<A1>) {                                  \
+    return node<op::math<FN>, A0, A1>{{}, {{{a0}, {a1}}}};                                                             \
+  } else if constexpr (is_node_v<A0> && !is_weak_v<A0>) {                                                              \
+    if constexpr (settles_here_v<A0, as_expr_t<A1>>)                                                                   \
+      return node<op::math<FN>, A0,                                                                                    \
+                  decltype(settle_against<typename anchor_value<A0, as_expr_t<A1>>::type>(as_expr(a1)))>{              \
+          {}, {{{a0}, {settle_against<typename anchor_value<A0, as_expr_t<A1>>::type>(as_expr(a1))}}}};                \
+    else                                                                                                               \
+      return node<op::math<FN>, A0, as_expr_t<A1>>{{}, {{{a0}, {as_expr(a1)}}}};                                       \
+  } else if constexpr (is_node_v<A1> && !is_weak_v<A1>) {                                                              \
+    if constexpr (settles_here_v<as_expr_t<A0>, A1>)                                                                   \
+      return node<op::math<FN>, decltype(settle_against<typename anchor_value<as_expr_t<A0>, A1>::type>(as_expr(a0))), \
+                  A1>{{}, {{{settle_against<typename anchor_value<as_expr_t<A0>, A1>::type>(as_expr(a0))}, {a1}}}};    \
+    else                                                                                                               \
+      return node<op::math<FN>, as_expr_t<A0>, A1>{{}, {{{as_expr(a0)}, {a1}}}};                                       \
+  } else {                                                                                                             \
+    return make_math_any<FN>(a0, a1);                                                                                  \
   }
 
 template <class Fn, class A0>
