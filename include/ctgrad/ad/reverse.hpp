@@ -194,28 +194,28 @@ struct reverse {
     if constexpr (!Need && !active<N>) {
       return nothing_recorded<value_t<N>>{};
     } else if constexpr (sizeof...(K) == 1) {
-      auto k0 =
-          record < Need || operand_value_needed<Fn, 0, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(0, n.kids), f);
+      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(
+          CTG_IMPL_ELEMENT(0, n.kids), f);
       if constexpr (Need)
         return recorded<V, decltype(k0)>{Fn::apply(k0.value), {{{k0}}}};
       else
         return recorded<V, decltype(k0)>{{}, {{{k0}}}};
     } else if constexpr (sizeof...(K) == 2) {
-      auto k0 =
-          record < Need || operand_value_needed<Fn, 0, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(0, n.kids), f);
-      auto k1 =
-          record < Need || operand_value_needed<Fn, 1, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(1, n.kids), f);
+      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(
+          CTG_IMPL_ELEMENT(0, n.kids), f);
+      auto k1 = record<Need || operand_value_needed<Fn, 1, active<N>, active<K>...>()>(
+          CTG_IMPL_ELEMENT(1, n.kids), f);
       if constexpr (Need)
         return recorded<V, decltype(k0), decltype(k1)>{Fn::apply(k0.value, k1.value), {{{k0}, {k1}}}};
       else
         return recorded<V, decltype(k0), decltype(k1)>{{}, {{{k0}, {k1}}}};
     } else {
-      auto k0 =
-          record < Need || operand_value_needed<Fn, 0, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(0, n.kids), f);
-      auto k1 =
-          record < Need || operand_value_needed<Fn, 1, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(1, n.kids), f);
-      auto k2 =
-          record < Need || operand_value_needed<Fn, 2, active<N>, active<K>...>() > (CTG_IMPL_ELEMENT(2, n.kids), f);
+      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(
+          CTG_IMPL_ELEMENT(0, n.kids), f);
+      auto k1 = record<Need || operand_value_needed<Fn, 1, active<N>, active<K>...>()>(
+          CTG_IMPL_ELEMENT(1, n.kids), f);
+      auto k2 = record<Need || operand_value_needed<Fn, 2, active<N>, active<K>...>()>(
+          CTG_IMPL_ELEMENT(2, n.kids), f);
       if constexpr (Need)
         return recorded<V, decltype(k0), decltype(k1), decltype(k2)>{Fn::apply(k0.value, k1.value, k2.value),
                                                                       {{{k0}, {k1}, {k2}}}};
@@ -329,9 +329,9 @@ struct reverse {
   static constexpr bool needs = !is_absent_v<decltype(std::remove_cvref_t<Record>::value)>;
 
   template <bool Need, class Fr, class Op, class... K, class G>
-  requires(!is_math_op_v<Op>)  // (math nodes: below; the record's type does not order the two)
-      CTG_HOST_DEVICE
-      static void backprop(node<Op, K...> const& n, record_t<Need, Fr, node<Op, K...>> const& t, G const& g, Fr& f) {
+    requires(!is_math_op_v<Op>)  // (math nodes: below; the record's type does not order the two)
+  CTG_HOST_DEVICE static void backprop(node<Op, K...> const& n, record_t<Need, Fr, node<Op, K...>> const& t,
+                                       G const& g, Fr& f) {
     if constexpr (active<node<Op, K...>>) backprop_node<Need>(n, t, g, f);
   }
 
