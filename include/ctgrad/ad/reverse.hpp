@@ -67,11 +67,6 @@ struct nothing_recorded {
   absent<V> value;
 };
 
-template <class Op>
-inline constexpr bool is_math_op_v = false;
-template <class Fn>
-inline constexpr bool is_math_op_v<op::math<Fn>> = true;
-
 // A coefficient of a vector or matrix at compile-time indices (u[0_c]).
 template <class N>
 inline constexpr bool fixed_coefficient_v = false;
@@ -329,7 +324,7 @@ struct reverse {
   static constexpr bool needs = !is_absent_v<decltype(std::remove_cvref_t<Record>::value)>;
 
   template <bool Need, class Fr, class Op, class... K, class G>
-    requires(!is_math_op_v<Op>)  // (math nodes: below; the record's type does not order the two)
+    requires(!is_math_op<Op>)  // (math nodes: below; the record's type does not order the two)
   CTG_HOST_DEVICE static void backprop(node<Op, K...> const& n, record_t<Need, Fr, node<Op, K...>> const& t,
                                        G const& g, Fr& f) {
     if constexpr (active<node<Op, K...>>) backprop_node<Need>(n, t, g, f);

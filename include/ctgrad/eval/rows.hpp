@@ -10,14 +10,15 @@
 
 namespace ctg::eval {
 
-// Whether the rows a subtree touches follow from its type alone: it holds
-// no store or accumulation and no access whose first index is invariant
-// (whose row is evaluated). Then it reads every row of each field it
-// accesses (ir::read_params_v).
+// Whether an access with indices K touches one row, the one its first index
+// evaluates to at the launch (invariant), rather than every row.
 template <class... K>
 struct first_index_invariant : std::false_type {};
 template <class K0, class... K>
 struct first_index_invariant<K0, K...> : std::bool_constant<analysis::invariant_v<K0>> {};
+// Whether the rows a subtree touches follow from its type alone: it holds
+// no store or accumulation and no access of one row. Then it reads every
+// row of each field it accesses (ir::read_params_v).
 template <class N>
 inline constexpr bool rows_from_type_v = true;
 template <class Op, class... K>
@@ -92,15 +93,10 @@ struct row_walk {
   }
   template <class Op, class... K>
   void first_row(node<Op, K...> const& access, detail::row_set& rows) {
-    if constexpr (sizeof...(K) == 0) {
+    if constexpr (first_index_invariant<K...>::value)
+      rows.add(int(forward::eval(kid<0>(access), host)));
+    else
       rows.add_all();
-    } else {
-      using first = std::remove_cvref_t<decltype(kid<0>(access))>;
-      if constexpr (analysis::invariant_v<first>)
-        rows.add(int(forward::eval(kid<0>(access), host)));
-      else
-        rows.add_all();
-    }
   }
 };
 

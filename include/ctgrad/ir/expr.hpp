@@ -126,8 +126,13 @@ constexpr auto make_math_any(A const&... a) {
   }
 }
 
+// An operand that goes into a math node as it is: a node that is not a
+// plain number (as_expr returns it unchanged, and so does settle_against).
+template <class T>
+inline constexpr bool node_as_is_v = is_node_v<T> && !is_weak_v<T>;
+
 // One and two operands, the operators' and math functions' case: an operand
-// that is a settled node goes into the new node as it is, not through
+// that is node_as_is_v goes into the new node as it is, not through
 // as_expr and settle_against, which would each be a function named after
 // its type, the subtree below it (one per level of a deep expression, the
 // names the compiler spends its time on: docs/05, *Names without records*).
@@ -135,21 +140,21 @@ constexpr auto make_math_any(A const&... a) {
 // expand these bodies themselves, for the same reason: a make_math between
 // them and the node would be one more such name per level.
 #define CTG_IMPL_RETURN_MATH1(FN, A0, a0)        \
-  if constexpr (is_node_v<A0> && !is_weak_v<A0>) \
+  if constexpr (node_as_is_v<A0>)                \
     return node<op::math<FN>, A0>{{}, {{{a0}}}}; \
   else                                           \
     return make_math_any<FN>(a0)
 #define CTG_IMPL_RETURN_MATH2(FN, A0, A1, a0, a1)                                                                      \
-  if constexpr (is_node_v<A0> && !is_weak_v<A0> && is_node_v<A1> && !is_weak_v<A1>) {                                  \
+  if constexpr (node_as_is_v<A0> && node_as_is_v<A1>) {                                                                \
     return node<op::math<FN>, A0, A1>{{}, {{{a0}, {a1}}}};                                                             \
-  } else if constexpr (is_node_v<A0> && !is_weak_v<A0>) {                                                              \
+  } else if constexpr (node_as_is_v<A0>) {                                                                             \
     if constexpr (settles_here_v<A0, as_expr_t<A1>>)                                                                   \
       return node<op::math<FN>, A0,                                                                                    \
                   decltype(settle_against<typename anchor_value<A0, as_expr_t<A1>>::type>(as_expr(a1)))>{              \
           {}, {{{a0}, {settle_against<typename anchor_value<A0, as_expr_t<A1>>::type>(as_expr(a1))}}}};                \
     else                                                                                                               \
       return node<op::math<FN>, A0, as_expr_t<A1>>{{}, {{{a0}, {as_expr(a1)}}}};                                       \
-  } else if constexpr (is_node_v<A1> && !is_weak_v<A1>) {                                                              \
+  } else if constexpr (node_as_is_v<A1>) {                                                                             \
     if constexpr (settles_here_v<as_expr_t<A0>, A1>)                                                                   \
       return node<op::math<FN>, decltype(settle_against<typename anchor_value<as_expr_t<A0>, A1>::type>(as_expr(a0))), \
                   A1>{{}, {{{settle_against<typename anchor_value<as_expr_t<A0>, A1>::type>(as_expr(a0))}, {a1}}}};    \

@@ -280,6 +280,10 @@ inline constexpr unsigned long long read_params_v<node<Op, K...>> =
 template <class Op>
 inline constexpr bool is_store_op = std::is_same_v<Op, op::store>;
 template <class Op>
+inline constexpr bool is_math_op = false;
+template <class Fn>
+inline constexpr bool is_math_op<op::math<Fn>> = true;
+template <class Op>
 inline constexpr bool is_atomic_op = false;
 template <atomic_kind K>
 inline constexpr bool is_atomic_op<op::atomic<K>> = true;

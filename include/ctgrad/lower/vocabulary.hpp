@@ -21,6 +21,7 @@
   using ::ctg::ir::is_local_op; \
   using ::ctg::ir::is_loop_index_op; \
   using ::ctg::ir::is_loop_op; \
+  using ::ctg::ir::is_math_op; \
   using ::ctg::ir::is_store_op; \
   using ::ctg::ir::is_while_op; \
   using ::ctg::ir::kid_positions_t; \
