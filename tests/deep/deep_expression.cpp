@@ -80,3 +80,59 @@ TEST_CASE("an expression 200 operations deep: value, gradient and tangent by the
     CHECK(y.dual().at(i) == Approx(expected.slope * direction[std::size_t(i)]).epsilon(1e-10));
   }
 }
+
+namespace {
+constexpr int passing_length = 60;
+
+// Step k of a chain that also passes values through funcs, casts and
+// stop_grad, whose records hold their operand's (built in place, and cut
+// into locals every few levels with g++: ad/reverse.hpp).
+template <int K, class E, class X, class F>
+auto passing_chain(E const& e, X const& xi, F const& halve) {
+  if constexpr (K == passing_length)
+    return e;
+  else if constexpr (K % 3 == 0)
+    return passing_chain<K + 1>(halve(ctg::sin(e)), xi, halve);
+  else if constexpr (K % 3 == 1)
+    return passing_chain<K + 1>(ctg::cast<double>(e * 1.5), xi, halve);
+  else
+    return passing_chain<K + 1>(e + ctg::stop_grad(xi * xi) * 0.25, xi, halve);
+}
+
+value_and_slope passing_chain_by_hand(double x0) {
+  double v = x0, d = 1.0;
+  for (int k = 0; k < passing_length; ++k) {
+    if (k % 3 == 0) {
+      d *= 0.5 * std::cos(v);
+      v = 0.5 * std::sin(v);
+    } else if (k % 3 == 1) {
+      v *= 1.5;
+      d *= 1.5;
+    } else {
+      v += 0.25 * x0 * x0;  // stop_grad: no slope
+    }
+  }
+  return {v, d};
+}
+}  // namespace
+
+TEST_CASE("a deep chain through funcs, casts and stop_grad: value and gradient by the chain rule") {
+  std::vector<double> const xv{-1.3, -0.2, 0.4, 0.9, 2.1};
+  int const n = int(xv.size());
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  x.copy_from(xv);
+  auto const halve = ctg::func<"halve">([](auto a) { return a * 0.5; });
+  auto k = ctg::kernel<"passing_chain">([=](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = passing_chain<0>(x[i], x[i], halve); });
+  });
+  k(x, y);
+  y.grad().fill(1.0);
+  x.grad().fill(0.0);
+  k.grad(x, y);
+  for (int i = 0; i < n; ++i) {
+    auto const expected = passing_chain_by_hand(xv[std::size_t(i)]);
+    CAPTURE(i);
+    CHECK(y.at(i) == Approx(expected.value).epsilon(1e-12));
+    CHECK(x.grad().at(i) == Approx(expected.slope).epsilon(1e-10));
+  }
+}

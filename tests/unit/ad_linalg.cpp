@@ -211,3 +211,31 @@ TEST_CASE("single precision vectors: dot, norm and cross in float") {
     CHECK(b.grad().at()(c) == Approx(db(c)).epsilon(1e-5));
   }
 }
+
+// A select whose sides are vectors: the adjoint records the side taken only
+// (the other side's record is storage left unconstructed), and the gradient
+// goes through that side.
+TEST_CASE("select between 3-vector expressions, each side taken") {
+  for (double const s0 : {-1.0, 1.0}) {
+    CAPTURE(s0);
+    ctg::field<V3, 0, ctg::grad> a({.name = "a"}), b({.name = "b"});
+    ctg::field<double, 0> s({.name = "s"});
+    ctg::field<double, 0, ctg::grad> loss({.name = "loss"});
+    a.at() = a0, b.at() = b0, s.at() = s0;
+    auto k = ctg::kernel<"select_vectors">([](auto a, auto b, auto s, auto loss) {
+      return loss() = ctg::norm(ctg::select(s() > 0.0, ctg::cross(a(), b()), a() * ctg::dot(a(), b())));
+    });
+    auto plain = [s0](std::vector<double> const& p) {
+      V3 const a = unpack<V3>(p, 0), b = unpack<V3>(p, 3);
+      return s0 > 0.0 ? a.cross(b).norm() : (a * a.dot(b)).norm();
+    };
+    k(a, b, s, loss);
+    auto const p = ad_test::pack(a0, b0);
+    CHECK(loss.at() == Approx(plain(p)).epsilon(1e-14));
+    loss.grad().at() = 1.0;
+    k.grad(a, b, s, loss);
+    auto const g = ad_test::fd_gradient(plain, p);
+    check_slice(a.grad().at(), g, 0);
+    check_slice(b.grad().at(), g, 3);
+  }
+}

@@ -211,6 +211,31 @@ TEST_CASE("stop_grad stops the gradient of its operand only") {
   CHECK(x.grad().at(2) == 0.0);
 }
 
+// The adjoint records only the side a select takes, as the forward pass
+// evaluates it: the other side's integer division by zero would stop the
+// process. Its record is storage that constructs nothing, because
+// constructing a math record computes the operation.
+TEST_CASE("select: the side not taken is not evaluated by the adjoint") {
+  std::vector<int> const dv{0, 3, 0, -4, 6};
+  ctg::field<double, 1, ctg::grad> x({5}, {.name = "x"}), y({5}, {.name = "y"});
+  ctg::field<int, 1> d({5}, {.name = "d"});
+  d.copy_from(dv);
+  x.fill(2.0);
+  auto k = ctg::kernel<"guarded_division">([](auto x, auto d, auto y) {
+    return ctg::range(5, [=](auto i) {
+      return y[i] = ctg::select(d[i] != 0, x[i] * x[i] * ctg::cast<double>(12 / d[i]), ctg::sin(x[i]));
+    });
+  });
+  k(x, d, y);
+  y.grad().fill(1.0);
+  k.grad(x, d, y);
+  for (int i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    double const want = dv[i] != 0 ? 2.0 * 2.0 * (12 / dv[i]) : std::cos(2.0);
+    CHECK(x.grad().at(i) == Approx(want).epsilon(1e-14));
+  }
+}
+
 TEST_CASE("select routes the gradient to the chosen side only") {
   std::vector<double> const xv{-1.0, 0.0, 0.64, 2.0};
   ctg::field<double, 1, ctg::grad> x({4}, {.name = "x"}), a({4}, {.name = "a"}), b({4}, {.name = "b"}),

@@ -13,6 +13,8 @@
 // records whole launches). Nothing is evaluated twice, and no value the
 // rules do not need is evaluated at all.
 #pragma once
+#include <cstring>
+#include <new>
 #include <type_traits>
 
 #include "../memory/atomic.hpp"
@@ -65,6 +67,100 @@ struct recorded {
 template <class V>
 struct nothing_recorded {
   absent<V> value;
+};
+
+// How many levels of a chain of records are built in place, each
+// operand's record inside its parent's, before one level records its
+// operands into locals and copies them in. In place, a deep expression's
+// record is one object whose fields are reached through every level above
+// them, and g++ 12's value numbering, which runs before its scalar
+// replacement, spells each such reference level by level for every store it
+// walks past: a 400-operation chain built wholly in place took 36 s to
+// compile instead of 25. Cut every 16 levels it takes 24 s, and its adjoint
+// still runs 2.6 times faster than one copying every level (docs/05,
+// *Records built in place*). clang spends on the copies instead (a
+// 200-operation chain: 45 s wholly in place, 66 s cut every 16 levels), so
+// with clang nothing is copied. nvcc's two
+// passes both follow the host compiler here, so that host and device see one
+// record type.
+#if defined(__GNUC__) && !defined(__clang__)
+inline constexpr int record_levels_in_place = 16;
+#else
+inline constexpr int record_levels_in_place = 1 << 30;
+#endif
+
+// The value a math node's record holds: Fn's result, or absent when no rule
+// needs it (its operands' values may then be absent too). A function of the
+// operator and the value types, not of the node.
+template <class Fn, class V, class... Kid>
+CTG_HOST_DEVICE V math_value(Kid const... kid) {
+  if constexpr (is_absent_v<V>)
+    return V{};
+  else
+    return V{Fn::apply(kid...)};
+}
+
+// The record of a math node: its operands' records, built in place from the
+// prvalues that initialise them, then its value, which the default member
+// initialiser computes from theirs (so no function is named after the record).
+template <class Fn, class V, class... Kids>
+struct math_recorded;
+template <class Fn, class V, class K0>
+struct math_recorded<Fn, V, K0> {
+  detail::tuple<K0> kids;
+  V value = math_value<Fn, V>(CTG_IMPL_ELEMENT(0, kids).value);
+};
+template <class Fn, class V, class K0, class K1>
+struct math_recorded<Fn, V, K0, K1> {
+  detail::tuple<K0, K1> kids;
+  V value = math_value<Fn, V>(CTG_IMPL_ELEMENT(0, kids).value, CTG_IMPL_ELEMENT(1, kids).value);
+};
+template <class Fn, class V, class K0, class K1, class K2>
+struct math_recorded<Fn, V, K0, K1, K2> {
+  detail::tuple<K0, K1, K2> kids;
+  V value = math_value<Fn, V>(CTG_IMPL_ELEMENT(0, kids).value, CTG_IMPL_ELEMENT(1, kids).value,
+                              CTG_IMPL_ELEMENT(2, kids).value);
+};
+
+// The value a node that passes its operand's on holds (a cast, stop_grad, a
+// func's scope): the operand's, converted to T, or absent.
+template <class T, class V>
+CTG_HOST_DEVICE T passed_value(V const& v) {
+  if constexpr (is_absent_v<T>)
+    return T{};
+  else
+    return convert<T>(v);
+}
+
+// The record of such a node: its operand's record, built in place, then the
+// value from it, as in math_recorded.
+template <class T, class K0>
+struct passed_recorded {
+  detail::tuple<K0> kids;
+  T value = passed_value<T>(CTG_IMPL_ELEMENT(0, kids).value);
+};
+
+// One side of a select's record, recorded only when that side is taken.
+// Its storage constructs nothing: a math record computes its value as it is
+// constructed, so a value-initialised one would evaluate its operation on
+// zeros (an integer division by zero among them). A copy copies the bytes;
+// which side holds a record is in the condition's record.
+template <class T>
+struct side_record {
+  union {
+    T record;
+  };
+  CTG_HOST_DEVICE side_record() {}
+  CTG_HOST_DEVICE side_record(side_record const& other) { copy_from(other); }
+  CTG_HOST_DEVICE side_record& operator=(side_record const& other) {
+    copy_from(other);
+    return *this;
+  }
+
+ private:
+  CTG_HOST_DEVICE void copy_from(side_record const& other) {
+    memcpy(static_cast<void*>(this), static_cast<void const*>(&other), sizeof(side_record));
+  }
 };
 
 // A coefficient of a vector or matrix at compile-time indices (u[0_c]).
@@ -131,6 +227,11 @@ struct reverse {
   static constexpr bool active_slot(int slot) { return AN::active[slot]; }
 
   // ---- recording ------------------------------------------------------------------------------
+  // Whether node N's operands' records are built in place inside its own
+  // (record_levels_in_place says when they are not).
+  template <class N>
+  static constexpr bool records_in_place = ir::height_v<N> % record_levels_in_place != 0;
+
   template <bool Need, class Fr, class Op, class... K>
   CTG_HOST_DEVICE static auto record(node<Op, K...> const& n, Fr& f) {
     using N = node<Op, K...>;
@@ -174,48 +275,60 @@ struct reverse {
   // template level per expression level (the instantiation depth limits how
   // deep an expression can be): the operands of each arity (one to three, as
   // in forward::eval) are recorded here instead of by a helper expanded over
-  // their positions, a second level. They go into locals, and every record
-  // is returned as a prvalue built from them. A record built first and
-  // returned by name, its value set after, is copied out where the compiler
-  // does not elide the copy (g++ 12 did not here), and in a sweep inlined
-  // into one loop (CTG_FLATTEN) those nested copies kept the records in
-  // memory: the wave's gathering adjoint ran 80 times slower, the map's value
-  // and gradient in one sweep 5 times (docs/05, *Depth*).
+  // their positions, a second level. An operand's record is the prvalue
+  // record() returns, built in place inside this node's record
+  // (math_recorded), whose value is computed from it after. A record kept in
+  // a local and copied into its parent's copies every record below it again:
+  // a chain of records then costs its depth squared in copies, at run time
+  // and in the optimiser, which takes them apart store by store (clang 14's
+  // dead-store pass spent half of a 200-operation kernel's build on them),
+  // and in a sweep inlined into one loop (CTG_FLATTEN) a copy left in memory
+  // slowed the wave's gathering adjoint 80 times (docs/05, *Depth*). Every
+  // record_levels_in_place levels of a chain, the operands are recorded into
+  // locals after all (see there).
   template <bool Need, class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
     using N = node<op::math<Fn>, K...>;
     static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");
     using V = std::conditional_t<Need, value_t<N>, absent<value_t<N>>>;
+    constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K>...>();
     if constexpr (!Need && !active<N>) {
       return nothing_recorded<value_t<N>>{};
+    } else if constexpr (!records_in_place<N>) {
+      if constexpr (sizeof...(K) == 1) {
+        auto k0 = record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f);
+        return math_recorded<Fn, V, decltype(k0)>{{{{k0}}}};
+      } else if constexpr (sizeof...(K) == 2) {
+        constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
+        auto k0 = record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f);
+        auto k1 = record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f);
+        return math_recorded<Fn, V, decltype(k0), decltype(k1)>{{{{k0}, {k1}}}};
+      } else {
+        constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
+        constexpr bool need2 = Need || operand_value_needed<Fn, 2, active<N>, active<K>...>();
+        auto k0 = record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f);
+        auto k1 = record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f);
+        auto k2 = record<need2>(CTG_IMPL_ELEMENT(2, n.kids), f);
+        return math_recorded<Fn, V, decltype(k0), decltype(k1), decltype(k2)>{{{{k0}, {k1}, {k2}}}};
+      }
     } else if constexpr (sizeof...(K) == 1) {
-      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(
-          CTG_IMPL_ELEMENT(0, n.kids), f);
-      if constexpr (Need)
-        return recorded<V, decltype(k0)>{Fn::apply(k0.value), {{{k0}}}};
-      else
-        return recorded<V, decltype(k0)>{{}, {{{k0}}}};
+      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
+      return math_recorded<Fn, V, T0>{{{{record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f)}}}};
     } else if constexpr (sizeof...(K) == 2) {
-      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(
-          CTG_IMPL_ELEMENT(0, n.kids), f);
-      auto k1 = record<Need || operand_value_needed<Fn, 1, active<N>, active<K>...>()>(
-          CTG_IMPL_ELEMENT(1, n.kids), f);
-      if constexpr (Need)
-        return recorded<V, decltype(k0), decltype(k1)>{Fn::apply(k0.value, k1.value), {{{k0}, {k1}}}};
-      else
-        return recorded<V, decltype(k0), decltype(k1)>{{}, {{{k0}, {k1}}}};
+      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
+      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
+      using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f));
+      return math_recorded<Fn, V, T0, T1>{
+          {{{record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f)}, {record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f)}}}};
     } else {
-      auto k0 = record<Need || operand_value_needed<Fn, 0, active<N>, active<K>...>()>(
-          CTG_IMPL_ELEMENT(0, n.kids), f);
-      auto k1 = record<Need || operand_value_needed<Fn, 1, active<N>, active<K>...>()>(
-          CTG_IMPL_ELEMENT(1, n.kids), f);
-      auto k2 = record<Need || operand_value_needed<Fn, 2, active<N>, active<K>...>()>(
-          CTG_IMPL_ELEMENT(2, n.kids), f);
-      if constexpr (Need)
-        return recorded<V, decltype(k0), decltype(k1), decltype(k2)>{Fn::apply(k0.value, k1.value, k2.value),
-                                                                      {{{k0}, {k1}, {k2}}}};
-      else
-        return recorded<V, decltype(k0), decltype(k1), decltype(k2)>{{}, {{{k0}, {k1}, {k2}}}};
+      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
+      constexpr bool need2 = Need || operand_value_needed<Fn, 2, active<N>, active<K>...>();
+      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
+      using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f));
+      using T2 = decltype(record<need2>(CTG_IMPL_ELEMENT(2, n.kids), f));
+      return math_recorded<Fn, V, T0, T1, T2>{{{{record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f)},
+                                                {record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f)},
+                                                {record<need2>(CTG_IMPL_ELEMENT(2, n.kids), f)}}}};
     }
   }
 
@@ -231,57 +344,76 @@ struct reverse {
     }(std::index_sequence_for<K...>{});
   }
 
+  // The record of a node of one operand whose value it passes on as its
+  // Value (cast, stop_grad, a func's scope). Expanded in each record_node rather
+  // than called, so that such a node costs the template levels any other
+  // does (docs/05, *Depth*).
+#define CTG_IMPL_RETURN_PASSED_RECORD()                                   \
+  if constexpr (records_in_place<std::remove_cvref_t<decltype(n)>>) {     \
+    using Kid = decltype(record<Need>(kid<0>(n), f));                     \
+    return passed_recorded<Value, Kid>{{{{record<Need>(kid<0>(n), f)}}}}; \
+  } else {                                                                \
+    auto k0 = record<Need>(kid<0>(n), f);                                 \
+    return passed_recorded<Value, decltype(k0)>{{{{k0}}}};                \
+  }
+
   template <bool Need, class Fr, class T, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::cast<T>, K> const& n, Fr& f) {
-    auto kt = record<Need>(kid<0>(n), f);
-    if constexpr (Need)
-      return recorded<T, decltype(kt)>{forward::eval(n, f), {{{kt}}}};
-    else
-      return recorded<absent<T>, decltype(kt)>{{}, {{{kt}}}};
+    using Value = std::conditional_t<Need, T, absent<T>>;
+    CTG_IMPL_RETURN_PASSED_RECORD()
   }
 
   template <bool Need, class Fr, class C, class A, class B>
   CTG_HOST_DEVICE static auto record_node(node<op::select, C, A, B> const& n, Fr& f) {
     using V = value_t<node<op::select, C, A, B>>;
-    // A guard known to hold (eval/index_guards.hpp) is recorded true
-    // without evaluating it: the first side is chosen, here and in backprop.
-    auto tc = [&] {
-      if constexpr (eval::guard_known_true_v<Fr, C>) {
-        decltype(record<true>(kid<0>(n), f)) known{};
-        known.value = true;
-        return known;
-      } else {
-        return record<true>(kid<0>(n), f);
-      }
-    }();
     using TA = decltype(record<Need>(kid<1>(n), f));
     using TB = decltype(record<Need>(kid<2>(n), f));
-    TA ta{};
-    TB tb{};
-    // Only the chosen side is evaluated, as in the forward pass.
-    if (tc.value)
-      ta = record<Need>(kid<1>(n), f);
-    else
-      tb = record<Need>(kid<2>(n), f);
-    if constexpr (Need) {
-      V v = tc.value ? convert<V>(ta.value) : convert<V>(tb.value);
-      return recorded<V, decltype(tc), TA, TB>{v, {{{tc}, {ta}, {tb}}}};
+    // A guard known to hold (eval/index_guards.hpp) is recorded true
+    // without evaluating it: the first side is chosen, here and in backprop.
+    auto condition = [&] {
+      if constexpr (eval::guard_known_true_v<Fr, C>)
+        return recorded<bool>{true, {}};
+      else
+        return record<true>(kid<0>(n), f);
+    };
+    using TC = decltype(condition());
+    using Record = recorded<std::conditional_t<Need, V, absent<V>>, TC, side_record<TA>, side_record<TB>>;
+    Record t{{}, {{{condition()}, {}, {}}}};
+    // Only the chosen side is recorded, as the forward pass evaluates it.
+    TA* const first = &static_cast<detail::tuple_leaf<1, side_record<TA>>&>(t.kids).value.record;
+    TB* const second = &static_cast<detail::tuple_leaf<2, side_record<TB>>&>(t.kids).value.record;
+    if constexpr (records_in_place<node<op::select, C, A, B>>) {
+      if (CTG_IMPL_ELEMENT(0, t.kids).value)
+        new (first) TA(record<Need>(kid<1>(n), f));
+      else
+        new (second) TB(record<Need>(kid<2>(n), f));
     } else {
-      return recorded<absent<V>, decltype(tc), TA, TB>{{}, {{{tc}, {ta}, {tb}}}};
+      if (CTG_IMPL_ELEMENT(0, t.kids).value) {
+        auto const side = record<Need>(kid<1>(n), f);
+        new (first) TA(side);
+      } else {
+        auto const side = record<Need>(kid<2>(n), f);
+        new (second) TB(side);
+      }
     }
+    if constexpr (Need)
+      t.value = CTG_IMPL_ELEMENT(0, t.kids).value ? convert<V>(CTG_IMPL_ELEMENT(1, t.kids).record.value)
+                                                  : convert<V>(CTG_IMPL_ELEMENT(2, t.kids).record.value);
+    return t;
   }
 
   template <bool Need, class Fr, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::stop_grad, K> const& n, Fr& f) {
-    auto kt = record<Need>(kid<0>(n), f);
-    return recorded<decltype(kt.value), decltype(kt)>{kt.value, {{{kt}}}};
+    using Value = decltype(std::declval<decltype(record<Need>(kid<0>(n), f))>().value);
+    CTG_IMPL_RETURN_PASSED_RECORD()
   }
 
   template <bool Need, class Fr, class Name, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::func_scope<Name>, K> const& n, Fr& f) {
-    auto kt = record<Need>(kid<0>(n), f);
-    return recorded<decltype(kt.value), decltype(kt)>{kt.value, {{{kt}}}};
+    using Value = decltype(std::declval<decltype(record<Need>(kid<0>(n), f))>().value);
+    CTG_IMPL_RETURN_PASSED_RECORD()
   }
+#undef CTG_IMPL_RETURN_PASSED_RECORD
 
   template <bool Need, class Fr, class V, class... I>
   CTG_HOST_DEVICE static auto record_node(node<op::component, V, I...> const& n, Fr& f) {
@@ -430,10 +562,12 @@ struct reverse {
   template <bool Need, class Fr, class C, class A, class B, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::select, C, A, B> const& n,
                                             record_t<Need, Fr, node<op::select, C, A, B>> const& t, G const& g, Fr& f) {
-    if (detail::get<0>(t.kids).value)
-      backprop<needs<decltype(detail::get<1>(t.kids))>>(kid<1>(n), detail::get<1>(t.kids), convert<value_t<A>>(g), f);
+    auto const& taken_first = CTG_IMPL_ELEMENT(1, t.kids).record;
+    auto const& taken_second = CTG_IMPL_ELEMENT(2, t.kids).record;
+    if (CTG_IMPL_ELEMENT(0, t.kids).value)
+      backprop<needs<decltype(taken_first)>>(kid<1>(n), taken_first, convert<value_t<A>>(g), f);
     else
-      backprop<needs<decltype(detail::get<2>(t.kids))>>(kid<2>(n), detail::get<2>(t.kids), convert<value_t<B>>(g), f);
+      backprop<needs<decltype(taken_second)>>(kid<2>(n), taken_second, convert<value_t<B>>(g), f);
   }
 
   template <bool Need, class Fr, class Name, class K, class G>

@@ -55,6 +55,13 @@ template <class T, class... Ts>
 inline constexpr bool one_of = (std::is_same_v<T, Ts> || ...);
 
 constexpr int max_int(int a, int b) { return a > b ? a : b; }
+// The largest of its arguments, 0 for none.
+template <class... I>
+constexpr int max_of(I... v) {
+  int m = 0;
+  ((m = max_int(m, v)), ...);
+  return m;
+}
 
 // The first of Ts that is not void, or void.
 template <class... Ts>

@@ -59,6 +59,12 @@ struct kid_positions<node<Op, Kids...>> {
 template <class N>
 using kid_positions_t = typename kid_positions<N>::type;
 
+// The height of a tree: 1 for a leaf, one more than its tallest kid's.
+template <class N>
+inline constexpr int height_v = 0;
+template <class Op, class... Kids>
+inline constexpr int height_v<node<Op, Kids...>> = 1 + detail::max_of(height_v<Kids>...);
+
 // The node at a path of kid indices below a root (used by the checks and the
 // adjoint to reach an access found by a type-level walk).
 template <class Path>
