@@ -1,8 +1,9 @@
 // Kernels run in one memory space, checked against closed forms and plain
 // loops written here: an element-wise map, a reduction and a scatter with
-// atomics, a nested carried recurrence and a while_ loop on the adstack,
-// vector elements with a serial offload and tangents, a mass-spring scatter
-// with vector locals, the launch errors, a tape of two launches. The
+// atomics, a select with casts and stop_grad, a nested carried recurrence
+// and a while_ loop on the adstack, vector elements with a serial offload
+// and tangents, a mass-spring scatter with vector locals, the launch
+// errors, a tape of two launches. The
 // tolerances allow for float rounding and, on the device, for contracted
 // multiply-adds and another order of the atomic sums.
 #pragma once
@@ -36,6 +37,35 @@ inline void map_forward_and_adjoint(ctg::memory_space space) {
   check_close(y.to_vector(), want_y, 1e-5);
   check_close(x.grad().to_vector(), want_grad, 1e-5);
   check_close(y.grad().to_vector(), std::vector<float>(n, 0.0f), 0);  // stores clear their gradient
+}
+
+// y = select(x > 0, float(double(x) 3) x, sin(x)) + stop_grad(x) x: the
+// adjoint records only the side a select takes, converts a cast's value from
+// its operand's record, and passes stop_grad's value on without a gradient.
+// dy/dx = (x > 0 ? 6 x : cos(x)) + x.
+inline void select_cast_stop_grad(ctg::memory_space space) {
+  int const n = elements_for(space, 1 << 16, 1 << 14);
+  ctg::field<float, 1, ctg::grad> x({n}, {.name = "x", .space = space}), y({n}, {.name = "y", .space = space});
+  std::vector<float> xs(n), seeds(n);
+  for (int i = 0; i < n; ++i) xs[i] = 0.001f * float(i % 2000) - 1.0f, seeds[i] = 1.0f + float(i % 5);
+  x.copy_from(xs);
+  y.grad().copy_from(seeds);
+  auto k = ctg::kernel<"select_cast">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) {
+      return y[i] = ctg::select(x[i] > 0.0f, ctg::cast<float>(ctg::cast<double>(x[i]) * 3.0) * x[i], ctg::sin(x[i])) +
+                    ctg::stop_grad(x[i]) * x[i];
+    });
+  });
+  k(x, y);
+  k.grad(x, y);
+  std::vector<double> want_y(n), want_grad(n);
+  for (int i = 0; i < n; ++i) {
+    double const v = xs[i];
+    want_y[i] = (v > 0 ? 3 * v * v : std::sin(v)) + v * v;
+    want_grad[i] = seeds[i] * ((v > 0 ? 6 * v : std::cos(v)) + v);
+  }
+  check_close(y.to_vector(), want_y, 1e-5);
+  check_close(x.grad().to_vector(), want_grad, 1e-5);
 }
 
 // loss = sum x^2 and hist[bucket[i]] += tanh(x[i]): every thread adds into
@@ -377,6 +407,7 @@ inline void tape_of_two_launches(ctg::memory_space space) {
 #define CTGRAD_KERNEL_TESTS(REGISTER, space)                                                                   \
   REGISTER(space, map_forward_and_adjoint, "map: forward values and adjoint of sin(x) x + exp(x / 2)")         \
   REGISTER(space, reduction_and_scatter, "reduction and scatter: atomics into one scalar and 64 buckets")      \
+  REGISTER(space, select_cast_stop_grad, "select, cast and stop_grad in an adjoint: the side taken only")      \
   REGISTER(space, nested_carried_recurrence, "nested carried recurrence in a func: the adstack")               \
   REGISTER(space, while_with_adstack_capacity, "while_ with an explicit adstack capacity; overflow raises")    \
   REGISTER(space, vector_elements_serial_offload_tangent, "vector elements, a serial offload and tangents")    \
