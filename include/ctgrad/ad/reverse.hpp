@@ -78,11 +78,12 @@ struct nothing_recorded {
 // walks past: a 400-operation chain built wholly in place took 36 s to
 // compile instead of 25. Cut every 16 levels it takes 24 s, and its adjoint
 // still runs 2.6 times faster than one copying every level (docs/05,
-// *Records built in place*). clang spends on the copies instead (a
-// 200-operation chain: 45 s wholly in place, 66 s cut every 16 levels), so
-// with clang nothing is copied. nvcc's two
-// passes both follow the host compiler here, so that host and device see one
-// record type.
+// *Records built in place*). The cut needs a named local: a temporary
+// bound to a reference is built in place all the same by g++. clang spends
+// on the copies instead (a 200-operation chain: 45 s wholly in place, 66 s
+// cut every 16 levels), so with clang nothing is copied. nvcc's two passes
+// both follow the host compiler here, so that host and device see one record
+// type.
 #if defined(__GNUC__) && !defined(__clang__)
 inline constexpr int record_levels_in_place = 16;
 #else
@@ -365,7 +366,8 @@ struct reverse {
 
   template <bool Need, class Fr, class C, class A, class B>
   CTG_HOST_DEVICE static auto record_node(node<op::select, C, A, B> const& n, Fr& f) {
-    using V = value_t<node<op::select, C, A, B>>;
+    using N = node<op::select, C, A, B>;
+    using V = value_t<N>;
     using TA = decltype(record<Need>(kid<1>(n), f));
     using TB = decltype(record<Need>(kid<2>(n), f));
     // A guard known to hold (eval/index_guards.hpp) is recorded true
@@ -382,7 +384,7 @@ struct reverse {
     // Only the chosen side is recorded, as the forward pass evaluates it.
     TA* const first = &static_cast<detail::tuple_leaf<1, side_record<TA>>&>(t.kids).value.record;
     TB* const second = &static_cast<detail::tuple_leaf<2, side_record<TB>>&>(t.kids).value.record;
-    if constexpr (records_in_place<node<op::select, C, A, B>>) {
+    if constexpr (records_in_place<N>) {
       if (CTG_IMPL_ELEMENT(0, t.kids).value)
         new (first) TA(record<Need>(kid<1>(n), f));
       else

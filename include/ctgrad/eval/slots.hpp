@@ -140,9 +140,7 @@ struct loop_shape<node<Op, K...>> {
   }
   template <template <int...> class L, int... S>
   static constexpr int max_slot(L<S...>) {
-    int m = 0;
-    ((m = detail::max_int(m, S + 1)), ...);
-    return m;
+    return detail::max_of((S + 1)...);
   }
   template <class O>
   static constexpr int own_slots() {
@@ -150,21 +148,9 @@ struct loop_shape<node<Op, K...>> {
     else if constexpr (requires { O::site; }) return O::site + 1;
     else return 0;
   }
-  static constexpr int levels = [] {
-    int m = own_levels<Op>();
-    ((m = detail::max_int(m, loop_shape<K>::levels)), ...);
-    return m;
-  }();
-  static constexpr int axes = [] {
-    int m = own_axes<Op>();
-    ((m = detail::max_int(m, loop_shape<K>::axes)), ...);
-    return m;
-  }();
-  static constexpr int slots = [] {
-    int m = own_slots<Op>();
-    ((m = detail::max_int(m, loop_shape<K>::slots)), ...);
-    return m;
-  }();
+  static constexpr int levels = detail::max_of(own_levels<Op>(), loop_shape<K>::levels...);
+  static constexpr int axes = detail::max_of(own_axes<Op>(), loop_shape<K>::axes...);
+  static constexpr int slots = detail::max_of(own_slots<Op>(), loop_shape<K>::slots...);
 };
 template <class S>
 struct loop_shape<parallel_offload<S>> : loop_shape<S> {};
