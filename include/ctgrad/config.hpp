@@ -52,6 +52,17 @@
 #  define CTG_INDEPENDENT_ITERATIONS
 #endif
 
+// Before a loop over the lanes of iterations stepped together (a fixed
+// count, eval/interleave.hpp): vectorised, not unrolled. GCC unrolls a loop
+// of eight iterations completely before its loop vectoriser runs, and its
+// straight-line vectoriser calls no vector math function (libmvec's sin,
+// ir/vector_math.hpp), so the unrolled lanes would each call the scalar one.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#  define CTG_LANE_LOOP _Pragma("GCC unroll 1") _Pragma("GCC ivdep") for
+#else
+#  define CTG_LANE_LOOP for
+#endif
+
 // On self-contained numerical routines called from many places in one kernel
 // (the decompositions): compiled once instead of once per use, which
 // CTG_FLATTEN would otherwise do.

@@ -33,6 +33,197 @@ inline constexpr bool reverse_interleaves_v = [] {
   }
 }();
 
+// A leaf (a local, a literal, an index) or a load at such indices. In the
+// adjoint computed lane by lane (lane_reverse) its record is its W values
+// when a rule needs them (eval::lane_values: one value when they are the
+// same on every frame), nothing otherwise, and its adjoint is pushed by R on
+// each frame from a record made again there, which costs nothing (a leaf's
+// record is its value, a load's its indices): kept, W records would sit in
+// memory the optimiser cannot split.
+template <class N>
+inline constexpr bool lane_light_v = false;
+template <class Op, class... K>
+inline constexpr bool lane_light_v<node<Op, K...>> =
+    sizeof...(K) == 0 || (is_access_op<Op> && ((K::arity == 0) && ...));
+
+// The adjoint of an arithmetic local's assignment on W frames, lane by
+// lane (eval::lane_statement_v says which): the record of each node
+// computed lane by lane (eval::lane_math_v) holds its W values, and the
+// adjoint reaching each operand is computed for the W lanes in one loop,
+// which the compiler vectorises (the recurrence's `cos`); any other node is
+// recorded and propagated on each frame by R, as when the iterations run
+// alone. Each lane computes the values and adjoints its iteration alone
+// would, and adds them in the same order: operand after operand, each
+// operand's subtree whole, into its own frame and its own gradient elements
+// (every field read with a gradient is read at the iteration's own element
+// only).
+template <class R, int W, class Fr>
+struct lane_reverse {
+  template <class E>
+  static constexpr bool active = R::template active<E>;
+  template <class N>
+  static constexpr bool light = lane_light_v<N>;
+
+  // A light node whose value no rule needs: nothing is kept.
+  template <class V>
+  struct unrecorded {};
+  // An inactive node whose value no rule needs.
+  template <class V>
+  struct inactive_lanes {};
+  // Any other node: its record on each frame, one a lane. The storage
+  // constructs nothing: each lane's record is built in place from R's (a
+  // math record computes its value as it is constructed).
+  template <class Rec>
+  struct per_lane {
+    union {
+      Rec lane[W];
+    };
+    per_lane() {}
+    per_lane(per_lane const& other) {
+      memcpy(static_cast<void*>(this), static_cast<void const*>(&other), sizeof(per_lane));
+    }
+  };
+  // A node computed lane by lane: its operands' records and its W values
+  // (none when no rule needs them).
+  template <class V>
+  struct no_values {
+    static constexpr V at[W] = {};
+  };
+  template <class Fn, class V, class... Kids>
+  struct math_lanes {
+    detail::tuple<Kids...> kids;
+    [[no_unique_address]] std::conditional_t<is_absent_v<V>, no_values<V>, eval::lane_array<V, W>> value;
+  };
+
+  template <class V>
+  static absent<V> value_at(unrecorded<V> const&, int) {
+    return {};
+  }
+  template <class V>
+  static absent<V> value_at(inactive_lanes<V> const&, int) {
+    return {};
+  }
+  template <class V>
+  static V const& value_at(eval::lane_array<V, W> const& r, int k) {
+    return r[k];
+  }
+  template <class V>
+  static V const& value_at(eval::lane_scalar<V> const& r, int) {
+    return r.value;
+  }
+  template <class Rec>
+  static auto const& value_at(per_lane<Rec> const& r, int k) {
+    return r.lane[k].value;
+  }
+  template <class Fn, class V, class... Kids>
+  static V const& value_at(math_lanes<Fn, V, Kids...> const& r, int k) {
+    return r.value.at[k];
+  }
+
+  template <bool Need, class N>
+  static auto record(N const& n, Fr (&lanes)[W]) {
+    if constexpr (!Need && !active<N>) {
+      return inactive_lanes<value_t<N>>{};
+    } else if constexpr (light<N>) {
+      if constexpr (Need)
+        return eval::lane_values<W, Fr>::eval(n, lanes);
+      else
+        return unrecorded<value_t<N>>{};
+    } else {
+      using Rec = typename R::template record_t<Need, Fr, N>;
+      per_lane<Rec> r;
+      for (int k = 0; k < W; ++k) new (&r.lane[k]) Rec(R::template record<Need>(n, lanes[k]));
+      return r;
+    }
+  }
+  template <bool Need, class Fn, class... K>
+  requires(eval::lane_math_v<node<op::math<Fn>, K...>> &&
+           (Need || active<node<op::math<Fn>, K...>>)) static auto record(node<op::math<Fn>, K...> const& n,
+                                                                          Fr (&lanes)[W]) {
+    using N = node<op::math<Fn>, K...>;
+    using V = std::conditional_t<Need, value_t<N>, absent<value_t<N>>>;
+    constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K>...>();
+    auto const& kids = n.kids;
+    if constexpr (sizeof...(K) == 1) {
+      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes));
+      math_lanes<Fn, V, T0> r{{{{record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes)}}}, {}};
+      if constexpr (Need) {
+        auto const& t0 = CTG_IMPL_ELEMENT(0, r.kids);
+        CTG_LANE_LOOP(int k = 0; k < W; ++k) r.value.at[k] = math_value<Fn, V>(value_at(t0, k));
+      }
+      return r;
+    } else if constexpr (sizeof...(K) == 2) {
+      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
+      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes));
+      using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, kids), lanes));
+      math_lanes<Fn, V, T0, T1> r{
+          {{{record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes)}, {record<need1>(CTG_IMPL_ELEMENT(1, kids), lanes)}}}, {}};
+      if constexpr (Need) {
+        auto const& t0 = CTG_IMPL_ELEMENT(0, r.kids);
+        auto const& t1 = CTG_IMPL_ELEMENT(1, r.kids);
+        CTG_LANE_LOOP(int k = 0; k < W; ++k) r.value.at[k] = math_value<Fn, V>(value_at(t0, k), value_at(t1, k));
+      }
+      return r;
+    } else {
+      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
+      constexpr bool need2 = Need || operand_value_needed<Fn, 2, active<N>, active<K>...>();
+      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes));
+      using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, kids), lanes));
+      using T2 = decltype(record<need2>(CTG_IMPL_ELEMENT(2, kids), lanes));
+      math_lanes<Fn, V, T0, T1, T2> r{{{{record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes)},
+                                        {record<need1>(CTG_IMPL_ELEMENT(1, kids), lanes)},
+                                        {record<need2>(CTG_IMPL_ELEMENT(2, kids), lanes)}}},
+                                      {}};
+      if constexpr (Need) {
+        auto const& t0 = CTG_IMPL_ELEMENT(0, r.kids);
+        auto const& t1 = CTG_IMPL_ELEMENT(1, r.kids);
+        auto const& t2 = CTG_IMPL_ELEMENT(2, r.kids);
+        CTG_LANE_LOOP(int k = 0; k < W; ++k)
+        r.value.at[k] = math_value<Fn, V>(value_at(t0, k), value_at(t1, k), value_at(t2, k));
+      }
+      return r;
+    }
+  }
+
+  template <class N, class V, class G>
+  static void backprop(N const&, inactive_lanes<V> const&, G const&, Fr (&)[W]) {}
+  template <class N, class Values, class G>
+  requires(light<N>) static void backprop(N const& n, Values const&, G const& g, Fr (&lanes)[W]) {
+    if constexpr (active<N>)
+      for (int k = 0; k < W; ++k)
+        R::template backprop<false>(n, R::template record<false>(n, lanes[k]), g[k], lanes[k]);
+  }
+  template <class N, class Rec, class G>
+  static void backprop(N const& n, per_lane<Rec> const& r, G const& g, Fr (&lanes)[W]) {
+    if constexpr (active<N>)
+      for (int k = 0; k < W; ++k) R::template backprop<R::template needs<Rec>>(n, r.lane[k], g[k], lanes[k]);
+  }
+  template <class Fn, class... K, class V, class... Kids, class G>
+  static void backprop(node<op::math<Fn>, K...> const& n, math_lanes<Fn, V, Kids...> const& r, G const& g,
+                       Fr (&lanes)[W]) {
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      (operand<Is, Fn, detail::tuple_element_t<Is, detail::tuple<K...>>>(detail::get<Is>(n.kids), r, g, lanes), ...);
+    }
+    (std::index_sequence_for<K...>{});
+  }
+
+ private:
+  // The adjoint reaching operand I, lane by lane, then pushed down its subtree.
+  template <std::size_t I, class Fn, class Kid, class V, class... Kids, class G>
+  static void operand(Kid const& kid, math_lanes<Fn, V, Kids...> const& r, G const& g, Fr (&lanes)[W]) {
+    if constexpr (active<Kid>) {
+      using KV = value_t<Kid>;
+      eval::lane_array<KV, W> gk;
+      [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+        CTG_LANE_LOOP(int k = 0; k < W; ++k)
+        gk.at[k] = operand_adjoint<int(I), Fn, true, KV>(g[k], value_at(detail::get<Js>(r.kids), k)...);
+      }
+      (std::index_sequence_for<Kids...>{});
+      backprop(kid, detail::get<I>(r.kids), gk, lanes);
+    }
+  }
+};
+
 // One statement of W iterations' adjoints, each on its own frame (R is the
 // plan's reverse evaluator). As eval::interleaved: loops with invariant
 // bounds, blocks, lets and funcs step the lanes together, any other
@@ -45,6 +236,18 @@ struct interleaved_reverse {
   template <mode M, class N, class Fr>
   static void recompute(N const& n, Fr (&lanes)[W]) {
     for (int k = 0; k < W; ++k) R::template forward_stmt<M>(n, lanes[k]);
+  }
+  // An arithmetic local assigned an operation: lane by lane, as the forward pass.
+  template <mode M, int Site, int S, class T, class E, class Fr>
+  static void recompute(node<op::assign<Site>, node<op::local<S, T>>, E> const& n, Fr (&lanes)[W]) {
+    if constexpr (!R::needed(S)) {
+    } else if constexpr (std::is_arithmetic_v<T> && eval::lane_statement_v<E>) {
+      if constexpr (M == mode::recompute)
+        for (int k = 0; k < W; ++k) R::template save_assigned<Site, node<op::local<S, T>>>(lanes[k]);
+      eval::interleaved<W>::eval(n, lanes);
+    } else {
+      for (int k = 0; k < W; ++k) R::template forward_stmt<M>(n, lanes[k]);
+    }
   }
   template <mode M, class... S, class Fr>
   static void recompute(node<op::block, S...> const& n, Fr (&lanes)[W]) {
@@ -86,6 +289,29 @@ struct interleaved_reverse {
   template <class N, class Fr>
   static void sweep(N const& n, Fr (&lanes)[W]) {
     for (int k = 0; k < W; ++k) R::rev(n, lanes[k]);
+  }
+  // An arithmetic local assigned an operation: its adjoint lane by lane (lane_reverse).
+  template <int Site, class L, class E, class Fr>
+  static void sweep(node<op::assign<Site>, L, E> const& n, Fr (&lanes)[W]) {
+    constexpr int slot = eval::assigned_local<L>::slot;
+    using T = typename eval::assigned_local<L>::type;
+    if constexpr (std::is_same_v<L, node<op::local<slot, T>>> && std::is_arithmetic_v<T> && is_differentiable_v<T> &&
+                  R::active_slot(slot) && R::template active<E> && eval::lane_statement_v<E>) {
+      using lane = lane_reverse<R, W, Fr>;
+      using G = value_t<E>;
+      // As R::rev: the local's old value back, its adjoint taken.
+      if constexpr (R::needed(slot))
+        for (int k = 0; k < W; ++k) detail::get<slot>(lanes[k].locals) = detail::get<Site>(lanes[k].locals);
+      auto const g = eval::lanes_of<G, W>([&](int k) {
+        auto& a = detail::get<slot>(lanes[k].adj);
+        G const taken = convert<G>(a);
+        a = zero<T>();
+        return taken;
+      });
+      lane::backprop(kid<1>(n), lane::template record<false>(kid<1>(n), lanes), g, lanes);
+    } else {
+      for (int k = 0; k < W; ++k) R::rev(n, lanes[k]);
+    }
   }
   template <class... S, class Fr>
   static void sweep(node<op::block, S...> const& n, Fr (&lanes)[W]) {

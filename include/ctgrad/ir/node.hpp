@@ -162,7 +162,9 @@ struct extent {};
 // ---- expressions ---------------------------------------------------------
 // A math operation from the table in math.hpp; Kids are its operands.
 template <class Fn>
-struct math {};
+struct math {
+  using function = Fn;
+};
 template <class T>
 struct cast {};
 struct select {};
