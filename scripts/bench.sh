@@ -27,10 +27,12 @@
 #                 (bench/profile.sh, valgrind): about an hour more
 #   --peers       only the peer comparison (bench/peers/): the four workloads in
 #                 JAX, Warp, Taichi and Quadrants against ctgrad and the
-#                 hand-written C++, into peers.json, peers.md and peers.svg. The
+#                 hand-written C++, into peers.json, peers.md and peers.svg, then
+#                 again with the C++ side built for this machine with vector math
+#                 (-march=native -DCTG_VECTOR_MATH=1) into peers_vector_native.*. The
 #                 peers are installed with pip into build/peers-venv (a peer that
 #                 does not install is skipped, with the reason); nothing else of
-#                 the project needs them. About 10 minutes, plus the installs.
+#                 the project needs them. About 20 minutes, plus the installs.
 # The GPU benchmarks are not run here: scripts/gpu-check runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +54,7 @@ done
 if ((peers)); then
   scripts/deps.sh
   cmake --preset bench >/dev/null
-  cmake --build --preset bench --target bench_peers_native
+  cmake --build --preset bench --target bench_peers_native bench_peers_native_vector
   venv=build/peers-venv
   if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv" || { echo "bench.sh: python3 -m venv failed: no peer can be run" >&2; exit 1; }
@@ -65,7 +67,10 @@ if ((peers)); then
     fi
   done
   "$py" bench/peers/run.py --lib build/bench/bench/libbench_peers_native.so --out bench/results
-  echo "bench.sh: results in bench/results/peers.json, peers.md, peers.svg"
+  # Again, the C++ side built for this machine with vector math (the peers compile for it too).
+  "$py" bench/peers/run.py --lib build/bench/bench/libbench_peers_native_vector.so --out bench/results \
+    --name peers_vector_native
+  echo "bench.sh: results in bench/results/peers.{json,md,svg} and peers_vector_native.{json,md,svg}"
   exit 0
 fi
 

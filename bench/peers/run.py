@@ -8,6 +8,9 @@ hand-written C++ on the four workloads, each peer in its own process
   peers.svg    ratio to the hand-written code per workload and system
 
   run.py --lib build/bench/bench/libbench_peers_native.so [--out bench/results] [--peers jax,warp]
+         [--name peers]
+
+--name names the three files (another build of the C++ side writes its own).
 
 scripts/bench.sh --peers sets up the virtual environment and calls this.
 """
@@ -235,6 +238,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--budget", type=float, default=4.0, help="seconds of timed repetitions per workload and peer")
+    ap.add_argument("--name", default="peers", help="the result files' name, before .json, .md and .svg")
     args = ap.parse_args()
     lib = os.path.abspath(args.lib)
     scratch = os.path.join(ROOT, "build", "peers")
@@ -266,12 +270,12 @@ def main():
     context["load_end"] = load_average()
     context["cpp"] = next((r["cpp"] for r in reports if "cpp" in r), cpp)
     results = aggregate(reports)
-    with open(os.path.join(args.out, "peers.json"), "w") as f:
+    with open(os.path.join(args.out, args.name + ".json"), "w") as f:
         json.dump({"context": context, "results": results, "reports": reports}, f, indent=1)
     md = table(context, reports, results)
-    with open(os.path.join(args.out, "peers.md"), "w") as f:
+    with open(os.path.join(args.out, args.name + ".md"), "w") as f:
         f.write(md)
-    with open(os.path.join(args.out, "peers.svg"), "w") as f:
+    with open(os.path.join(args.out, args.name + ".svg"), "w") as f:
         f.write(svg(reports, results))
     print(md)
     failed = [f"{r.get('name', r['peer'])} {w}" for r in reports for w, wr in r.get("workloads", {}).items()
