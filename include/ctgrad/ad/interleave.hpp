@@ -137,9 +137,8 @@ struct lane_reverse {
     }
   }
   template <bool Need, class Fn, class... K>
-  requires(eval::lane_math_v<node<op::math<Fn>, K...>> &&
-           (Need || active<node<op::math<Fn>, K...>>)) static auto record(node<op::math<Fn>, K...> const& n,
-                                                                          Fr (&lanes)[W]) {
+    requires(eval::lane_math_v<node<op::math<Fn>, K...>> && (Need || active<node<op::math<Fn>, K...>>))
+  static auto record(node<op::math<Fn>, K...> const& n, Fr (&lanes)[W]) {
     using N = node<op::math<Fn>, K...>;
     using V = std::conditional_t<Need, value_t<N>, absent<value_t<N>>>;
     constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K>...>();
@@ -178,8 +177,9 @@ struct lane_reverse {
         auto const& t0 = CTG_IMPL_ELEMENT(0, r.kids);
         auto const& t1 = CTG_IMPL_ELEMENT(1, r.kids);
         auto const& t2 = CTG_IMPL_ELEMENT(2, r.kids);
-        CTG_LANE_LOOP(int k = 0; k < W; ++k)
-        r.value.at[k] = math_value<Fn, V>(value_at(t0, k), value_at(t1, k), value_at(t2, k));
+        CTG_LANE_LOOP(int k = 0; k < W; ++k) {
+          r.value.at[k] = math_value<Fn, V>(value_at(t0, k), value_at(t1, k), value_at(t2, k));
+        }
       }
       return r;
     }
@@ -188,7 +188,8 @@ struct lane_reverse {
   template <class N, class V, class G>
   static void backprop(N const&, inactive_lanes<V> const&, G const&, Fr (&)[W]) {}
   template <class N, class Values, class G>
-  requires(light<N>) static void backprop(N const& n, Values const&, G const& g, Fr (&lanes)[W]) {
+    requires(light<N>)
+  static void backprop(N const& n, Values const&, G const& g, Fr (&lanes)[W]) {
     if constexpr (active<N>)
       for (int k = 0; k < W; ++k)
         R::template backprop<false>(n, R::template record<false>(n, lanes[k]), g[k], lanes[k]);
@@ -203,8 +204,7 @@ struct lane_reverse {
                        Fr (&lanes)[W]) {
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (operand<Is, Fn, detail::tuple_element_t<Is, detail::tuple<K...>>>(detail::get<Is>(n.kids), r, g, lanes), ...);
-    }
-    (std::index_sequence_for<K...>{});
+    }(std::index_sequence_for<K...>{});
   }
 
  private:
@@ -215,10 +215,10 @@ struct lane_reverse {
       using KV = value_t<Kid>;
       eval::lane_array<KV, W> gk;
       [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-        CTG_LANE_LOOP(int k = 0; k < W; ++k)
-        gk.at[k] = operand_adjoint<int(I), Fn, true, KV>(g[k], value_at(detail::get<Js>(r.kids), k)...);
-      }
-      (std::index_sequence_for<Kids...>{});
+        CTG_LANE_LOOP(int k = 0; k < W; ++k) {
+          gk.at[k] = operand_adjoint<int(I), Fn, true, KV>(g[k], value_at(detail::get<Js>(r.kids), k)...);
+        }
+      }(std::index_sequence_for<Kids...>{});
       backprop(kid, detail::get<I>(r.kids), gk, lanes);
     }
   }
