@@ -61,15 +61,10 @@ template <class R, int W, class Fr>
 struct lane_reverse {
   template <class E>
   static constexpr bool active = R::template active<E>;
-  template <class N>
-  static constexpr bool light = lane_light_v<N>;
 
-  // A light node whose value no rule needs: nothing is kept.
+  // A node whose value no rule needs, inactive or light: nothing is kept.
   template <class V>
   struct unrecorded {};
-  // An inactive node whose value no rule needs.
-  template <class V>
-  struct inactive_lanes {};
   // Any other node: its record on each frame, one a lane. The storage
   // constructs nothing: each lane's record is built in place from R's (a
   // math record computes its value as it is constructed).
@@ -100,10 +95,6 @@ struct lane_reverse {
     return {};
   }
   template <class V>
-  static absent<V> value_at(inactive_lanes<V> const&, int) {
-    return {};
-  }
-  template <class V>
   static V const& value_at(eval::lane_array<V, W> const& r, int k) {
     return r[k];
   }
@@ -122,13 +113,10 @@ struct lane_reverse {
 
   template <bool Need, class N>
   static auto record(N const& n, Fr (&lanes)[W]) {
-    if constexpr (!Need && !active<N>) {
-      return inactive_lanes<value_t<N>>{};
-    } else if constexpr (light<N>) {
-      if constexpr (Need)
-        return eval::lane_values<W, Fr>::eval(n, lanes);
-      else
-        return unrecorded<value_t<N>>{};
+    if constexpr (!Need && (!active<N> || lane_light_v<N>)) {
+      return unrecorded<value_t<N>>{};
+    } else if constexpr (lane_light_v<N>) {
+      return eval::lane_values<W, Fr>::eval(n, lanes);
     } else {
       using Rec = typename R::template record_t<Need, Fr, N>;
       per_lane<Rec> r;
@@ -185,10 +173,10 @@ struct lane_reverse {
     }
   }
 
-  template <class N, class V, class G>
-  static void backprop(N const&, inactive_lanes<V> const&, G const&, Fr (&)[W]) {}
+  // A light node's adjoint, from its record made again on each frame (an
+  // inactive node's unrecorded: nothing to push).
   template <class N, class Values, class G>
-    requires(light<N>)
+    requires(lane_light_v<N> || std::is_same_v<Values, unrecorded<value_t<N>>>)
   static void backprop(N const& n, Values const&, G const& g, Fr (&lanes)[W]) {
     if constexpr (active<N>)
       for (int k = 0; k < W; ++k)

@@ -136,35 +136,7 @@ inline constexpr bool interleaves_v = [] {
 // loop of calls to a scalar function is slower than the lanes' statements
 // run whole on each frame, where their values stay in registers.
 template <class Fn>
-inline constexpr bool lane_vector_call_v = false;
-#if CTG_IMPL_VECTOR_MATH
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::sin> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::cos> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::exp> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::log> = true;
-#  if CTG_IMPL_VECTOR_MATH_ALL
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::tan> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::tanh> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::asin> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::acos> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::atan> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::expm1> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::log1p> = true;
-template <>
-inline constexpr bool lane_vector_call_v<ir::fn::erf> = true;
-#  endif
-#endif
+inline constexpr bool lane_vector_call_v = vector_math::has_vector_version(Fn::name);
 template <class Fn>
 inline constexpr bool lane_vector_op_v =
     lane_vector_call_v<Fn> || std::is_same_v<Fn, ir::fn::add> || std::is_same_v<Fn, ir::fn::sub> ||
@@ -177,20 +149,16 @@ inline constexpr bool lane_math_v<ir::node<ir::op::math<Fn>, K...>> =
     lane_vector_op_v<Fn> && sizeof...(K) <= 3 && std::is_arithmetic_v<ir::value_t<ir::node<ir::op::math<Fn>, K...>>> &&
     (std::is_arithmetic_v<ir::value_t<K>> && ...);
 
-// Whether the lanes' part of expression N calls a vector function.
-template <class N>
-inline constexpr bool lane_calls_v = false;
-template <class Fn, class... K>
-inline constexpr bool lane_calls_v<ir::node<ir::op::math<Fn>, K...>> =
-    lane_math_v<ir::node<ir::op::math<Fn>, K...>> && (lane_vector_call_v<Fn> || (lane_calls_v<K> || ...));
-
 // Whether an assignment of expression E to an arithmetic local runs lane
-// by lane: only where a vector function pays for moving the lanes' values
-// between their frames and vectors (measured: the recurrence's forward
-// 1.3-2 times faster with vector math, and 1.1-1.7 times slower with the
-// scalar sin).
+// by lane: where the lanes' part of E calls a vector function, which pays
+// for moving the lanes' values between their frames and vectors
+// (measured: the recurrence's forward 1.3-2 times faster with vector math,
+// and 1.1-1.7 times slower with the scalar sin).
 template <class E>
-inline constexpr bool lane_statement_v = lane_calls_v<E>;
+inline constexpr bool lane_statement_v = false;
+template <class Fn, class... K>
+inline constexpr bool lane_statement_v<ir::node<ir::op::math<Fn>, K...>> =
+    lane_math_v<ir::node<ir::op::math<Fn>, K...>> && (lane_vector_call_v<Fn> || (lane_statement_v<K> || ...));
 
 // The values of an expression on W frames: lane k's is `[k]`.
 // Different on each frame: W values, written before they are read (a

@@ -24,6 +24,7 @@
 // nothing; ctg::vector_math_enabled says which.
 #pragma once
 #include <cmath>
+#include <string_view>
 
 #if !defined(CTG_VECTOR_MATH)
 #  define CTG_VECTOR_MATH 0
@@ -68,25 +69,36 @@ inline constexpr bool vector_math_enabled = CTG_IMPL_VECTOR_MATH != 0;
     }                                                                                                     \
     }
 
-CTG_IMPL_VECTOR_FUNCTION(sin)
-CTG_IMPL_VECTOR_FUNCTION(cos)
-CTG_IMPL_VECTOR_FUNCTION(exp)
-CTG_IMPL_VECTOR_FUNCTION(log)
+// The functions libmvec has: since glibc 2.22, and since 2.35.
+#  define CTG_IMPL_VECTOR_FUNCTIONS_2_22(X) X(sin) X(cos) X(exp) X(log)
+#  define CTG_IMPL_VECTOR_FUNCTIONS_2_35(X) X(tan) X(tanh) X(asin) X(acos) X(atan) X(expm1) X(log1p) X(erf)
+
+CTG_IMPL_VECTOR_FUNCTIONS_2_22(CTG_IMPL_VECTOR_FUNCTION)
 #  if CTG_IMPL_VECTOR_MATH_ALL
-CTG_IMPL_VECTOR_FUNCTION(tan)
-CTG_IMPL_VECTOR_FUNCTION(tanh)
-CTG_IMPL_VECTOR_FUNCTION(asin)
-CTG_IMPL_VECTOR_FUNCTION(acos)
-CTG_IMPL_VECTOR_FUNCTION(atan)
-CTG_IMPL_VECTOR_FUNCTION(expm1)
-CTG_IMPL_VECTOR_FUNCTION(log1p)
-CTG_IMPL_VECTOR_FUNCTION(erf)
+CTG_IMPL_VECTOR_FUNCTIONS_2_35(CTG_IMPL_VECTOR_FUNCTION)
 #  else
 namespace ctg::vector_math {
 using std::tan, std::tanh, std::asin, std::acos, std::atan, std::expm1, std::log1p, std::erf;
 }  // namespace ctg::vector_math
 #  endif
 #  undef CTG_IMPL_VECTOR_FUNCTION
+
+namespace ctg::vector_math {
+// Whether the op table's row `name` calls a vector function here (a loop
+// calling it vectorises).
+#  define CTG_IMPL_VECTOR_NAME_IS(NAME) || name == std::string_view(#NAME)
+constexpr bool has_vector_version(std::string_view name) {
+#  if CTG_IMPL_VECTOR_MATH_ALL
+  return false CTG_IMPL_VECTOR_FUNCTIONS_2_22(CTG_IMPL_VECTOR_NAME_IS)
+      CTG_IMPL_VECTOR_FUNCTIONS_2_35(CTG_IMPL_VECTOR_NAME_IS);
+#  else
+  return false CTG_IMPL_VECTOR_FUNCTIONS_2_22(CTG_IMPL_VECTOR_NAME_IS);
+#  endif
+}
+#  undef CTG_IMPL_VECTOR_NAME_IS
+}  // namespace ctg::vector_math
+#  undef CTG_IMPL_VECTOR_FUNCTIONS_2_22
+#  undef CTG_IMPL_VECTOR_FUNCTIONS_2_35
 
 // What the op table's expressions call (op_table.hpp): the vector
 // functions where libmvec has them, std's elsewhere.
@@ -113,6 +125,7 @@ using std::tan, std::tanh, std::asin, std::acos, std::atan, std::expm1, std::log
 namespace ctg::vector_math {
 using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::expm1, std::log,
     std::log1p, std::erf;
+constexpr bool has_vector_version(std::string_view) { return false; }
 }  // namespace ctg::vector_math
 
 #  define CTG_IMPL_MATH_USING                                                                               \
