@@ -110,6 +110,7 @@ function(_ctgrad_compiler_tag compiler out_tag out_chars)
 endfunction()
 
 function(_ctgrad_add_compile_fail_test file lang)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "FAIL_ONLY" "" "")
   get_filename_component(file "${file}" ABSOLUTE)
   get_filename_component(stem "${file}" NAME_WE)
 
@@ -159,11 +160,13 @@ function(_ctgrad_add_compile_fail_test file lang)
     add_test(NAME compile_fail.${tag}.${stem}
       COMMAND ${CMAKE_COMMAND} "-DCOMPILER=${compiler}" "-DFLAGS=${ko_flags}" -DMODE=ko "-DSOURCE=${file}"
         "-DEXPECT=${regex}" -DCHARACTERS=${chars} ${names} -P "${CTGRAD_COMPILE_FAIL_SCRIPT}")
-    add_test(NAME compile_ok.${tag}.${stem}
-      COMMAND ${CMAKE_COMMAND} "-DCOMPILER=${compiler}" "-DFLAGS=${ok_flags}" -DMODE=ok "-DSOURCE=${file}"
-        -P "${CTGRAD_COMPILE_FAIL_SCRIPT}")
-    set_tests_properties(compile_fail.${tag}.${stem} compile_ok.${tag}.${stem} PROPERTIES
-      TIMEOUT 600 LABELS compile)
+    set_tests_properties(compile_fail.${tag}.${stem} PROPERTIES TIMEOUT 600 LABELS compile)
+    if(NOT arg_FAIL_ONLY)
+      add_test(NAME compile_ok.${tag}.${stem}
+        COMMAND ${CMAKE_COMMAND} "-DCOMPILER=${compiler}" "-DFLAGS=${ok_flags}" -DMODE=ok "-DSOURCE=${file}"
+          -P "${CTGRAD_COMPILE_FAIL_SCRIPT}")
+      set_tests_properties(compile_ok.${tag}.${stem} PROPERTIES TIMEOUT 600 LABELS compile)
+    endif()
   endforeach()
 endfunction()
 
@@ -173,13 +176,15 @@ function(ctgrad_add_compile_fail_test file)
   _ctgrad_add_compile_fail_test("${file}" CXX)
 endfunction()
 
-# ctgrad_add_cuda_compile_fail_test(<file.cu>)
-#   The same for CUDA sources, compiled by nvcc (needs the CUDA backend).
+# ctgrad_add_cuda_compile_fail_test(<file> [FAIL_ONLY])
+#   The same for nvcc (needs the CUDA backend), which compiles <file> as CUDA.
+#   FAIL_ONLY: only compile_fail.nvcc<N>.<stem> runs (a .cpp test, whose
+#   control the host compilers build already).
 function(ctgrad_add_cuda_compile_fail_test file)
   if(NOT TARGET ctgrad::cuda)
     message(FATAL_ERROR "ctgrad_add_cuda_compile_fail_test: the CUDA backend is not enabled")
   endif()
-  _ctgrad_add_compile_fail_test("${file}" CUDA)
+  _ctgrad_add_compile_fail_test("${file}" CUDA ${ARGN})
 endfunction()
 
 # ctgrad_add_example(<name> <file> [TEST_NAME <test>] [ARGS <args...>])

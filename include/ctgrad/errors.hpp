@@ -18,7 +18,8 @@ struct index_error : error {
 };
 
 // A launch whose arguments do not fit the kernel: shape mismatch, fields in
-// different memory spaces, a missing gradient buffer.
+// different memory spaces, a missing gradient buffer; or a kernel whose code
+// builds a statement and drops it (CTG-EXPR-010, ir/statement_trace.hpp).
 struct launch_error : error {
   using error::error;
 };

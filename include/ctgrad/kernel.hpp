@@ -334,7 +334,10 @@ class kernel_t {
   template <class... A>
   auto ir(A const&... args) const {
     if constexpr (misused<std::remove_cvref_t<A>...>) (void)sizeof(misuse_report_t<std::remove_cvref_t<A>...>);
-    return ir_for(std::index_sequence_for<A...>{}, args...);
+    ir::statement_trace const trace;
+    auto kir = ir_for(std::index_sequence_for<A...>{}, args...);
+    if (trace.dropped()) raise_dropped_statement(args...);
+    return kir;
   }
 
  private:
@@ -365,6 +368,36 @@ class kernel_t {
   template <class... A>
   using misuse_report_t = typename misuse_diagnostic_of<Name, misuse_t<A...>, decltype(built<A...>::type::offloads),
                                                         detail::type_list<A...>>::type;
+
+  // A statement the body built and neither returned nor listed in a block
+  // (ir/statement_trace.hpp): traced again, itemised, to name it.
+  template <class... A>
+  void raise_dropped_statement(A const&... args) const {
+    ir::statement_trace const itemised(true);
+    (void)ir_for(std::index_sequence_for<A...>{}, args...);
+    std::string what = "a statement";
+    std::string where;
+    for (auto const& d : itemised.dropped_statements()) {
+      switch (d.info.kind) {
+        case ir::statement_kind::store: what = "a store into "; break;
+        case ir::statement_kind::accumulation: what = "an accumulation into "; break;
+        case ir::statement_kind::local_update: what = "an assignment to a let local"; break;
+        case ir::statement_kind::block: what = "a ctg::block"; break;
+        case ir::statement_kind::condition: what = "an if_"; break;
+        case ir::statement_kind::while_loop: what = "a while_"; break;
+        case ir::statement_kind::loop: what = "a loop"; break;
+        case ir::statement_kind::untraced: break;
+      }
+      if (d.info.param >= 0) what += detail::describe_param(d.info.param, args...);
+      if (d.func[0]) where = " in func '" + std::string(d.func) + "'";
+      break;
+    }
+    throw launch_error("kernel '" + std::string(Name.view()) + "'" + where +
+                       ": CTG-EXPR-010 a statement is built and dropped: " + what +
+                       " is written on a line of its own, and the body neither returns it nor lists it in "
+                       "ctg::block(...), so the kernel would skip it. Fix: return it (return y[i] = ...;) or "
+                       "list the statements in order, return ctg::block(y[i] = ..., z[i] = ...);");
+  }
 
   template <std::size_t... Is, class... A>
   auto ir_for(std::index_sequence<Is...>, A const&... args) const {

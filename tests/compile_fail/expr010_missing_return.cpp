@@ -1,8 +1,8 @@
 // CTG-EXPR-010: a loop body that forgets `return` (it builds its store and
 // drops it). One error at the launch with the ID, the kernel and the fix, no
-// cascade (after the compiler's warning that the store's value is ignored).
-// The control returns the statement.
+// cascade and no warning before it. The control returns the statement.
 // expected-kernel {{fill_ones}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

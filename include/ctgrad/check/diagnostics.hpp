@@ -244,7 +244,7 @@ struct first_diagnostic {
   "rank). Fix: write f(i, j, ...) with one index per axis"
 
 #define CTG_IMPL_MSG_EXPR_010_RETURN \
-  "CTG-EXPR-010 a loop body returns nothing: did you forget `return`? Write [=](auto i) { return y[i] = "\
+  "CTG-EXPR-010 a loop body returns nothing: did you forget the return? Write [=](auto i) { return y[i] = "\
   "...; } (a loop body returns its statement)"
 
 template <class Misuse, class Where>

@@ -8,6 +8,7 @@
 #include "../element.hpp"
 #include "math.hpp"
 #include "node.hpp"
+#include "statement_trace.hpp"
 
 namespace ctg::ir {
 
@@ -245,42 +246,41 @@ struct lvalue {
   // Assignment builds a statement: a store for field elements, an assignment
   // for locals. The copy-assignment form is spelled out so that `a = a` builds
   // a statement too instead of copying the handle. A statement written on its
-  // own line is built and dropped (the body returns another one, or nothing):
-  // the compiler's warning then names the line and says why.
-#define CTG_IMPL_STATEMENT_NODISCARD                                                                     \
-  [[nodiscard("CTG-EXPR-010 a statement is dropped: return it from the body (return y[i] = ...;) or list " \
-              "the statements in ctg::block(...)")]]
-  CTG_IMPL_STATEMENT_NODISCARD constexpr auto operator=(lvalue const& rhs) const { return assign_from(rhs); }
+  // own line is built and dropped: the launch reports it (statement_trace.hpp),
+  // or, where the body then returns nothing, the build (CTG-EXPR-010). Not
+  // [[nodiscard]]: the compiler's warning would come first, with every
+  // template the launch instantiated on the way to the body.
+  constexpr auto operator=(lvalue const& rhs) const { return assign_from(rhs); }
   template <dsl_operand E>
-  CTG_IMPL_STATEMENT_NODISCARD constexpr auto operator=(E const& rhs) const {
+  constexpr auto operator=(E const& rhs) const {
     return assign_from(rhs);
   }
 
   // On field elements `+=`/`-=` are atomic accumulations (an offload's
   // iterations may hit the same element); on locals they are plain updates.
   template <dsl_operand E>
-  CTG_IMPL_STATEMENT_NODISCARD constexpr auto operator+=(E const& rhs) const {
+  constexpr auto operator+=(E const& rhs) const {
     if constexpr (targets_field)
-      return make_expr(op::atomic<atomic_kind::add>{}, expr, rhs);
+      return traced(make_expr(op::atomic<atomic_kind::add>{}, expr, rhs));
     else
       return assign_from(expr + rhs);
   }
   template <dsl_operand E>
-  CTG_IMPL_STATEMENT_NODISCARD constexpr auto operator-=(E const& rhs) const {
+  constexpr auto operator-=(E const& rhs) const {
     if constexpr (targets_field)
-      return make_expr(op::atomic<atomic_kind::sub>{}, expr, rhs);
+      return traced(make_expr(op::atomic<atomic_kind::sub>{}, expr, rhs));
     else
       return assign_from(expr - rhs);
   }
   template <dsl_operand E>
-  CTG_IMPL_STATEMENT_NODISCARD constexpr auto operator*=(E const& rhs) const {
+  constexpr auto operator*=(E const& rhs) const {
     static_assert(!targets_field,
                   "CTG-EXPR-004 *= on a field element: there is no atomic multiply; write "
                   "f[i] = f[i] * e where no other iteration touches f[i]");
     return assign_from(expr * rhs);
   }
   template <dsl_operand E>
-  CTG_IMPL_STATEMENT_NODISCARD constexpr auto operator/=(E const& rhs) const {
+  constexpr auto operator/=(E const& rhs) const {
     static_assert(!targets_field,
                   "CTG-EXPR-004 /= on a field element: there is no atomic divide; write "
                   "f[i] = f[i] / e where no other iteration touches f[i]");
@@ -304,12 +304,11 @@ struct lvalue {
   template <class E>
   constexpr auto assign_from(E const& rhs) const {
     if constexpr (targets_field)
-      return make_expr(op::store{}, expr, rhs);
+      return traced(make_expr(op::store{}, expr, rhs));
     else
-      return make_expr(op::assign<>{}, expr, rhs);
+      return traced(make_expr(op::assign<>{}, expr, rhs));
   }
 };
-#undef CTG_IMPL_STATEMENT_NODISCARD
 
 // ---- component access on expressions -----------------------------------------
 template <class Op, class... Kids>

@@ -126,6 +126,7 @@ inline constexpr bool is_field_handle_v = is_field_handle<std::remove_cvref_t<T>
 // A loop whose body lambda has not been called yet. Bounds: begin_0.., end_0...
 template <loop_kind K, int Axes, class F, class... Bounds>
 struct pending_loop : pending_tag {
+  static constexpr bool traced_as_loop = true;  // statement_trace.hpp
   detail::tuple<Bounds...> bounds;
   F body;
 };
@@ -133,6 +134,7 @@ struct pending_loop : pending_tag {
 // static_range<B, E>: the body is lowered once per value, with ctg::c<k> as index.
 template <long long B, long long E, class F>
 struct pending_static_loop : pending_tag {
+  static constexpr bool traced_as_loop = true;
   F body;
 };
 
@@ -168,77 +170,77 @@ constexpr auto as_bound(B const& b) {
 // of a kernel, a serial loop anywhere else. Bounds may be numbers, ctg::c<N>,
 // scalar parameters, field loads or any integer expression.
 template <ir::dsl_operand N, class F>
-[[nodiscard]] constexpr auto range(N const& n, F body) {
+constexpr auto range(N const& n, F body) {
   using ir::as_bound;
   auto lo = ir::c<0>;
   auto hi = as_bound(n);
-  return ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
-      {}, {{{lo}, {hi}}}, body};
+  return ir::traced(ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body});
 }
 template <ir::dsl_operand B, ir::dsl_operand E, class F>
-[[nodiscard]] constexpr auto range(B const& b, E const& e, F body) {
+constexpr auto range(B const& b, E const& e, F body) {
   using ir::as_bound;
   auto lo = as_bound(b);
   auto hi = as_bound(e);
-  return ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
-      {}, {{{lo}, {hi}}}, body};
+  return ir::traced(ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body});
 }
 
 // serial_range: iterations run in order on one thread (and in reverse order in
 // the adjoint), so iterations may read what earlier ones wrote.
 template <ir::dsl_operand N, class F>
-[[nodiscard]] constexpr auto serial_range(N const& n, F body) {
+constexpr auto serial_range(N const& n, F body) {
   using ir::as_bound;
   auto lo = ir::c<0>;
   auto hi = as_bound(n);
-  return ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
-      {}, {{{lo}, {hi}}}, body};
+  return ir::traced(ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body});
 }
 template <ir::dsl_operand B, ir::dsl_operand E, class F>
-[[nodiscard]] constexpr auto serial_range(B const& b, E const& e, F body) {
+constexpr auto serial_range(B const& b, E const& e, F body) {
   using ir::as_bound;
   auto lo = as_bound(b);
   auto hi = as_bound(e);
-  return ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
-      {}, {{{lo}, {hi}}}, body};
+  return ir::traced(ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body});
 }
 
 // ndrange(n0, n1, ..., body): all index tuples of a box, body(i, j, ...).
 template <class... A>
-[[nodiscard]] constexpr auto ndrange(A const&... a) {
+constexpr auto ndrange(A const&... a) {
   static_assert(sizeof...(A) >= 2, "ndrange(n0, ..., body) takes at least one extent and a body");
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     auto all = detail::tuple<A const&...>{{{a}...}};
     auto body = detail::get<sizeof...(A) - 1>(all);
     constexpr int axes = int(sizeof...(A)) - 1;
     auto his = detail::make_tuple(ir::as_bound(detail::get<Is>(all))...);
-    return ir::pending_loop<ir::loop_kind::range, axes, decltype(body),
-                            typename ir::zero_index<Is>::type...,
-                            decltype(ir::as_bound(detail::get<Is>(all)))...>{
-        {}, {{{typename ir::zero_index<Is>::type{}}..., {detail::get<Is>(his)}...}}, body};
+    return ir::traced(ir::pending_loop<ir::loop_kind::range, axes, decltype(body),
+                                       typename ir::zero_index<Is>::type...,
+                                       decltype(ir::as_bound(detail::get<Is>(all)))...>{
+        {}, {{{typename ir::zero_index<Is>::type{}}..., {detail::get<Is>(his)}...}}, body});
   }(std::make_index_sequence<sizeof...(A) - 1>{});
 }
 
 // each(f, body): every index of field parameter f, body(i, j, ...).
 template <int I, class T, int R, bool G, bool D, ir::buffer B, class F>
-[[nodiscard]] constexpr auto each(ir::field_handle<I, T, R, G, D, B> const&, F body) {
+constexpr auto each(ir::field_handle<I, T, R, G, D, B> const&, F body) {
   static_assert(R >= 1, "each(f, body) iterates a field of rank >= 1");
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    return ir::pending_loop<ir::loop_kind::range, R, F,
-                            typename ir::zero_index<Is>::type...,
-                            ir::node<ir::op::extent<I, int(Is)>>...>{
-        {}, {{{typename ir::zero_index<Is>::type{}}..., {ir::node<ir::op::extent<I, int(Is)>>{}}...}}, body};
+    return ir::traced(ir::pending_loop<ir::loop_kind::range, R, F,
+                                       typename ir::zero_index<Is>::type...,
+                                       ir::node<ir::op::extent<I, int(Is)>>...>{
+        {}, {{{typename ir::zero_index<Is>::type{}}..., {ir::node<ir::op::extent<I, int(Is)>>{}}...}}, body});
   }(std::make_index_sequence<R>{});
 }
 
 // static_range<N>(body) / static_range<B, E>(body): unrolled at compile time;
 // the body receives ctg::c<k>. Not a loop for the checks (no level).
 template <long long B, long long E = -1, class F>
-[[nodiscard]] constexpr auto static_range(F body) {
+constexpr auto static_range(F body) {
   if constexpr (E == -1)
-    return ir::pending_static_loop<0, B, F>{{}, body};
+    return ir::traced(ir::pending_static_loop<0, B, F>{{}, body});
   else
-    return ir::pending_static_loop<B, E, F>{{}, body};
+    return ir::traced(ir::pending_static_loop<B, E, F>{{}, body});
 }
 
 // ---- locals and statements -------------------------------------------------------
@@ -257,8 +259,9 @@ template <class... A>
 
 // Statements in order.
 template <ir::dsl_statement... S>
-[[nodiscard]] constexpr auto block(S const&... s) {
-  return ir::node<ir::op::block, S...>{{}, {{{s}...}}};
+constexpr auto block(S const&... s) {
+  (ir::note_taken(s), ...);
+  return ir::traced(ir::node<ir::op::block, S...>{{}, {{{s}...}}});
 }
 
 // The value a let-block yields (its last statement).
@@ -268,34 +271,38 @@ template <ir::dsl_operand E>
 }
 
 template <ir::dsl_operand C, ir::dsl_statement T>
-[[nodiscard]] constexpr auto if_(C const& c, T const& then) {
+constexpr auto if_(C const& c, T const& then) {
   auto cond = ir::as_expr(c);
-  return ir::node<ir::op::if_<>, decltype(cond), T, ir::node<ir::op::nothing>>{
-      {}, {{{cond}, {then}, {ir::node<ir::op::nothing>{}}}}};
+  ir::note_taken(then);
+  return ir::traced(ir::node<ir::op::if_<>, decltype(cond), T, ir::node<ir::op::nothing>>{
+      {}, {{{cond}, {then}, {ir::node<ir::op::nothing>{}}}}});
 }
 template <ir::dsl_operand C, ir::dsl_statement T, ir::dsl_statement E>
-[[nodiscard]] constexpr auto if_(C const& c, T const& then, E const& otherwise) {
+constexpr auto if_(C const& c, T const& then, E const& otherwise) {
   auto cond = ir::as_expr(c);
-  return ir::node<ir::op::if_<>, decltype(cond), T, E>{{}, {{{cond}, {then}, {otherwise}}}};
+  ir::note_taken(then);
+  ir::note_taken(otherwise);
+  return ir::traced(ir::node<ir::op::if_<>, decltype(cond), T, E>{{}, {{{cond}, {then}, {otherwise}}}});
 }
 
 template <ir::dsl_operand C, ir::dsl_statement B>
-[[nodiscard]] constexpr auto while_(C const& c, B const& body) {
+constexpr auto while_(C const& c, B const& body) {
   auto cond = ir::as_expr(c);
-  return ir::node<ir::op::while_<>, decltype(cond), B>{{}, {{{cond}, {body}}}};
+  ir::note_taken(body);
+  return ir::traced(ir::node<ir::op::while_<>, decltype(cond), B>{{}, {{{cond}, {body}}}});
 }
 
 // atomic_min(f[i], e) / atomic_max(f[i], e): f[i] = min(f[i], e), atomically.
 // Not differentiable: on a field with a gradient they fail to build (CTG-AD-008).
 template <class N, ir::dsl_operand E>
-[[nodiscard]] constexpr auto atomic_min(ir::lvalue<N> const& dst, E const& e) {
+constexpr auto atomic_min(ir::lvalue<N> const& dst, E const& e) {
   static_assert(ir::lvalue<N>::targets_field, "CTG-EXPR-012 atomic_min takes a field element");
-  return ir::make_expr(ir::op::atomic<ir::atomic_kind::min>{}, dst.expr, e);
+  return ir::traced(ir::make_expr(ir::op::atomic<ir::atomic_kind::min>{}, dst.expr, e));
 }
 template <class N, ir::dsl_operand E>
-[[nodiscard]] constexpr auto atomic_max(ir::lvalue<N> const& dst, E const& e) {
+constexpr auto atomic_max(ir::lvalue<N> const& dst, E const& e) {
   static_assert(ir::lvalue<N>::targets_field, "CTG-EXPR-012 atomic_max takes a field element");
-  return ir::make_expr(ir::op::atomic<ir::atomic_kind::max>{}, dst.expr, e);
+  return ir::traced(ir::make_expr(ir::op::atomic<ir::atomic_kind::max>{}, dst.expr, e));
 }
 
 // A statement that does nothing.
@@ -312,6 +319,7 @@ struct func_t {
   // argument that computes something to a local of the call (lower.hpp).
   template <class... A>
   [[nodiscard]] constexpr auto operator()(A const&... a) const {
+    (ir::note_taken(a), ...);  // a statement passed as an argument is the func's to keep
     return ir::pending_call<ir::func_name<Name>, F, std::remove_cvref_t<decltype(pass(a))>...>{{}, fn, {{{pass(a)}...}}};
   }
 

@@ -46,6 +46,7 @@ constexpr auto build_kernel_ir(F const& body, H const&... handles) {
   static_assert(dsl_statement<decltype(top)>,
                 "CTG-EXPR-010 a kernel lambda must return a statement: a loop, a store, a "
                 "block(...), a let(...), ...");
+  note_taken(top);
   auto l = lower(lower_ctx<0, 0>{}, top);
   auto offloads = split_offloads(hoist(l.ir));
   return kernel_ir<decltype(offloads), decltype(l)::next_slot>{offloads};

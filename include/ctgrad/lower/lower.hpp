@@ -366,7 +366,9 @@ constexpr auto lower(Ctx, pending_loop<K, Axes, F, Bounds...> const& p) {
       // (ir/misuse.hpp): no second error follows.
       return node<op::func_scope<misuse<misuse_kind::missing_return, -1, 0, 0>>, node<op::block>>{};
     } else {
-      return p.body(node<op::loop_index<Ctx::level, int(As)>>{}...);
+      auto returned = p.body(node<op::loop_index<Ctx::level, int(As)>>{}...);
+      note_taken(returned);
+      return returned;
     }
   }(std::make_index_sequence<Axes>{});
   static_assert(dsl_statement<decltype(body)>,
@@ -387,6 +389,7 @@ constexpr auto lower(Ctx, pending_static_loop<B, E, F> const& p) {
   auto bodies = [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
     return detail::make_tuple(p.body(c<B + (long long)(Ks)>)...);
   }(std::make_index_sequence<std::size_t(E - B)>{});
+  detail::apply([](auto const&... b) { (note_taken(b), ...); }, bodies);
   auto r = lower_seq<Ctx>(bodies);
   auto out = detail::apply([](auto const&... s) { return rebuild(op::block{}, s...); }, r.ir);
   return lowered<decltype(out), decltype(r)::next_slot>{out};
@@ -428,6 +431,7 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
     auto body = p.body(lvalue<node<op::local<first + int(Is), value_t<detail::tuple_element_t<Is, init_tuple>>>>>{}...);
     static_assert(dsl_statement<decltype(body)>,
                   "CTG-EXPR-010 a let body must return a statement, or a block ending in ctg::result(e)");
+    note_taken(body);
     using inner = with_next_slot<Ctx, first + int(sizeof...(Inits))>;
     auto lb = lower(inner{}, body);
     using LB = decltype(lb.ir);
@@ -499,6 +503,7 @@ constexpr auto argument_as_passed(A const& a) {
 template <class Ctx, class Name, class F, class... Args>
 constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
   auto r = lower_seq<Ctx>(p.args);
+  func_trace_scope<Name> const traced_in_func;  // what its body builds is the func's
   using lowered_args = decltype(r.ir);
   constexpr int first = decltype(r)::next_slot;
   constexpr auto slots = argument_slots<Ctx::binds_arguments && (Ctx::level > 0), first>(
@@ -510,6 +515,7 @@ constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
   }(std::make_index_sequence<n_args>{});
   static_assert(dsl_operand<decltype(body)> || dsl_statement<decltype(body)>,
                 "CTG-EXPR-010 a func must return a statement or a value expression");
+  note_taken(body);
   using funcs = typename detail::push_back<typename Ctx::funcs, op::func_scope<Name>>::type;
   using inner = lower_ctx<Ctx::level, after_bound, funcs, Ctx::binds_arguments>;
   auto lb = lower(inner{}, as_expr(body));
