@@ -173,3 +173,37 @@ TEST_CASE("the count is per thread: a kernel that keeps its statements launches 
   CHECK(good_errors == 0);
   CHECK(bad_errors == 200);
 }
+
+TEST_CASE("on a tape, a launch that drops a statement throws and the tape's gradient is that of the other launches") {
+  // loss = sum_i (3 x_i)^2; d loss / d x_i = 18 x_i.
+  constexpr int n = 5;
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  ctg::field<double, 0, ctg::grad> loss({.name = "loss"});
+  for (int i = 0; i < n; ++i) x.at(i) = 0.5 + i;
+  auto triple = ctg::kernel<"triple">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = 3.0 * x[i]; });
+  });
+  auto scale_in_place = ctg::kernel<"scale_in_place">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) {
+      y[i] = 2.0 * y[i];  // dropped
+      return x[i] = x[i];
+    });
+  });
+  auto square_sum = ctg::kernel<"square_sum">([](auto y, auto loss) {
+    return ctg::range(y.size(), [=](auto i) { return loss() += y[i] * y[i]; });
+  });
+  {
+    ctg::tape tape(loss);
+    triple(x, y);
+    CHECK(contains(launch_message([&] { scale_in_place(x, y); }), "kernel 'scale_in_place'"));
+    square_sum(y, loss);
+    tape.backward();
+  }
+  double expected_loss = 0;
+  for (int i = 0; i < n; ++i) {
+    double const xi = 0.5 + i;
+    expected_loss += 9 * xi * xi;
+    CHECK(std::as_const(x).grad().at(i) == doctest::Approx(18 * xi));
+  }
+  CHECK(std::as_const(loss).at() == doctest::Approx(expected_loss));
+}
