@@ -260,15 +260,19 @@ struct lvalue {
   // iterations may hit the same element); on locals they are plain updates.
   template <dsl_operand E>
   constexpr auto operator+=(E const& rhs) const {
-    if constexpr (targets_field)
-      return traced(make_expr(op::atomic<atomic_kind::add>{}, expr, rhs));
+    if constexpr (targets_field) {
+      note_built({statement_kind::accumulation, written_param<N>::value});
+      return make_expr(op::atomic<atomic_kind::add>{}, expr, rhs);
+    }
     else
       return assign_from(expr + rhs);
   }
   template <dsl_operand E>
   constexpr auto operator-=(E const& rhs) const {
-    if constexpr (targets_field)
-      return traced(make_expr(op::atomic<atomic_kind::sub>{}, expr, rhs));
+    if constexpr (targets_field) {
+      note_built({statement_kind::accumulation, written_param<N>::value});
+      return make_expr(op::atomic<atomic_kind::sub>{}, expr, rhs);
+    }
     else
       return assign_from(expr - rhs);
   }
@@ -303,10 +307,13 @@ struct lvalue {
  private:
   template <class E>
   constexpr auto assign_from(E const& rhs) const {
-    if constexpr (targets_field)
-      return traced(make_expr(op::store{}, expr, rhs));
-    else
-      return traced(make_expr(op::assign<>{}, expr, rhs));
+    if constexpr (targets_field) {
+      note_built({statement_kind::store, written_param<N>::value});
+      return make_expr(op::store{}, expr, rhs);
+    } else {
+      note_built({statement_kind::local_update});
+      return make_expr(op::assign<>{}, expr, rhs);
+    }
   }
 };
 

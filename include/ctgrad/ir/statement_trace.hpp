@@ -159,28 +159,25 @@ class statement_trace {
 
 // The hooks builders and lowering call; nothing during constant evaluation
 // (an IR built in a constant expression is built again by the launch) and
-// nothing in device code.
-template <class S>
-constexpr void note_built(S const&) {
+// nothing in device code. Builders note what they build before building it
+// and return it as a prvalue: a copy of a deep statement costs the optimiser
+// time that grows with its depth.
+constexpr void note_built([[maybe_unused]] statement_info info) {
 #if !defined(__CUDA_ARCH__)
-  constexpr statement_info info = traced_statement<std::remove_cvref_t<S>>::info;
-  if constexpr (info.kind != statement_kind::untraced)
-    if (!std::is_constant_evaluated()) statement_trace::note_built(info);
+  if (!std::is_constant_evaluated()) statement_trace::note_built(info);
 #endif
 }
 template <class S>
-constexpr void note_taken(S const&) {
+constexpr void note_taken_type() {
 #if !defined(__CUDA_ARCH__)
   constexpr statement_info info = traced_statement<std::remove_cvref_t<S>>::info;
   if constexpr (info.kind != statement_kind::untraced)
     if (!std::is_constant_evaluated()) statement_trace::note_taken(info);
 #endif
 }
-// Builds a statement and notes it: `return traced(make_expr(...));`.
 template <class S>
-constexpr S traced(S s) {
-  note_built(s);
-  return s;
+constexpr void note_taken(S const&) {
+  note_taken_type<S>();
 }
 
 // While lowering a func call: statements built in its body are the func's.

@@ -174,16 +174,18 @@ constexpr auto range(N const& n, F body) {
   using ir::as_bound;
   auto lo = ir::c<0>;
   auto hi = as_bound(n);
-  return ir::traced(ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
-      {}, {{{lo}, {hi}}}, body});
+  ir::note_built({ir::statement_kind::loop});
+  return ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body};
 }
 template <ir::dsl_operand B, ir::dsl_operand E, class F>
 constexpr auto range(B const& b, E const& e, F body) {
   using ir::as_bound;
   auto lo = as_bound(b);
   auto hi = as_bound(e);
-  return ir::traced(ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
-      {}, {{{lo}, {hi}}}, body});
+  ir::note_built({ir::statement_kind::loop});
+  return ir::pending_loop<ir::loop_kind::range, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body};
 }
 
 // serial_range: iterations run in order on one thread (and in reverse order in
@@ -193,16 +195,18 @@ constexpr auto serial_range(N const& n, F body) {
   using ir::as_bound;
   auto lo = ir::c<0>;
   auto hi = as_bound(n);
-  return ir::traced(ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
-      {}, {{{lo}, {hi}}}, body});
+  ir::note_built({ir::statement_kind::loop});
+  return ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body};
 }
 template <ir::dsl_operand B, ir::dsl_operand E, class F>
 constexpr auto serial_range(B const& b, E const& e, F body) {
   using ir::as_bound;
   auto lo = as_bound(b);
   auto hi = as_bound(e);
-  return ir::traced(ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
-      {}, {{{lo}, {hi}}}, body});
+  ir::note_built({ir::statement_kind::loop});
+  return ir::pending_loop<ir::loop_kind::serial, 1, F, decltype(lo), decltype(hi)>{
+      {}, {{{lo}, {hi}}}, body};
 }
 
 // ndrange(n0, n1, ..., body): all index tuples of a box, body(i, j, ...).
@@ -214,10 +218,11 @@ constexpr auto ndrange(A const&... a) {
     auto body = detail::get<sizeof...(A) - 1>(all);
     constexpr int axes = int(sizeof...(A)) - 1;
     auto his = detail::make_tuple(ir::as_bound(detail::get<Is>(all))...);
-    return ir::traced(ir::pending_loop<ir::loop_kind::range, axes, decltype(body),
-                                       typename ir::zero_index<Is>::type...,
-                                       decltype(ir::as_bound(detail::get<Is>(all)))...>{
-        {}, {{{typename ir::zero_index<Is>::type{}}..., {detail::get<Is>(his)}...}}, body});
+    ir::note_built({ir::statement_kind::loop});
+    return ir::pending_loop<ir::loop_kind::range, axes, decltype(body),
+                            typename ir::zero_index<Is>::type...,
+                            decltype(ir::as_bound(detail::get<Is>(all)))...>{
+        {}, {{{typename ir::zero_index<Is>::type{}}..., {detail::get<Is>(his)}...}}, body};
   }(std::make_index_sequence<sizeof...(A) - 1>{});
 }
 
@@ -226,10 +231,11 @@ template <int I, class T, int R, bool G, bool D, ir::buffer B, class F>
 constexpr auto each(ir::field_handle<I, T, R, G, D, B> const&, F body) {
   static_assert(R >= 1, "each(f, body) iterates a field of rank >= 1");
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    return ir::traced(ir::pending_loop<ir::loop_kind::range, R, F,
-                                       typename ir::zero_index<Is>::type...,
-                                       ir::node<ir::op::extent<I, int(Is)>>...>{
-        {}, {{{typename ir::zero_index<Is>::type{}}..., {ir::node<ir::op::extent<I, int(Is)>>{}}...}}, body});
+    ir::note_built({ir::statement_kind::loop});
+    return ir::pending_loop<ir::loop_kind::range, R, F,
+                            typename ir::zero_index<Is>::type...,
+                            ir::node<ir::op::extent<I, int(Is)>>...>{
+        {}, {{{typename ir::zero_index<Is>::type{}}..., {ir::node<ir::op::extent<I, int(Is)>>{}}...}}, body};
   }(std::make_index_sequence<R>{});
 }
 
@@ -237,10 +243,11 @@ constexpr auto each(ir::field_handle<I, T, R, G, D, B> const&, F body) {
 // the body receives ctg::c<k>. Not a loop for the checks (no level).
 template <long long B, long long E = -1, class F>
 constexpr auto static_range(F body) {
+  ir::note_built({ir::statement_kind::loop});
   if constexpr (E == -1)
-    return ir::traced(ir::pending_static_loop<0, B, F>{{}, body});
+    return ir::pending_static_loop<0, B, F>{{}, body};
   else
-    return ir::traced(ir::pending_static_loop<B, E, F>{{}, body});
+    return ir::pending_static_loop<B, E, F>{{}, body};
 }
 
 // ---- locals and statements -------------------------------------------------------
@@ -261,7 +268,8 @@ template <class... A>
 template <ir::dsl_statement... S>
 constexpr auto block(S const&... s) {
   (ir::note_taken(s), ...);
-  return ir::traced(ir::node<ir::op::block, S...>{{}, {{{s}...}}});
+  ir::note_built({ir::statement_kind::block});
+  return ir::node<ir::op::block, S...>{{}, {{{s}...}}};
 }
 
 // The value a let-block yields (its last statement).
@@ -274,22 +282,25 @@ template <ir::dsl_operand C, ir::dsl_statement T>
 constexpr auto if_(C const& c, T const& then) {
   auto cond = ir::as_expr(c);
   ir::note_taken(then);
-  return ir::traced(ir::node<ir::op::if_<>, decltype(cond), T, ir::node<ir::op::nothing>>{
-      {}, {{{cond}, {then}, {ir::node<ir::op::nothing>{}}}}});
+  ir::note_built({ir::statement_kind::condition});
+  return ir::node<ir::op::if_<>, decltype(cond), T, ir::node<ir::op::nothing>>{
+      {}, {{{cond}, {then}, {ir::node<ir::op::nothing>{}}}}};
 }
 template <ir::dsl_operand C, ir::dsl_statement T, ir::dsl_statement E>
 constexpr auto if_(C const& c, T const& then, E const& otherwise) {
   auto cond = ir::as_expr(c);
   ir::note_taken(then);
   ir::note_taken(otherwise);
-  return ir::traced(ir::node<ir::op::if_<>, decltype(cond), T, E>{{}, {{{cond}, {then}, {otherwise}}}});
+  ir::note_built({ir::statement_kind::condition});
+  return ir::node<ir::op::if_<>, decltype(cond), T, E>{{}, {{{cond}, {then}, {otherwise}}}};
 }
 
 template <ir::dsl_operand C, ir::dsl_statement B>
 constexpr auto while_(C const& c, B const& body) {
   auto cond = ir::as_expr(c);
   ir::note_taken(body);
-  return ir::traced(ir::node<ir::op::while_<>, decltype(cond), B>{{}, {{{cond}, {body}}}});
+  ir::note_built({ir::statement_kind::while_loop});
+  return ir::node<ir::op::while_<>, decltype(cond), B>{{}, {{{cond}, {body}}}};
 }
 
 // atomic_min(f[i], e) / atomic_max(f[i], e): f[i] = min(f[i], e), atomically.
@@ -297,12 +308,14 @@ constexpr auto while_(C const& c, B const& body) {
 template <class N, ir::dsl_operand E>
 constexpr auto atomic_min(ir::lvalue<N> const& dst, E const& e) {
   static_assert(ir::lvalue<N>::targets_field, "CTG-EXPR-012 atomic_min takes a field element");
-  return ir::traced(ir::make_expr(ir::op::atomic<ir::atomic_kind::min>{}, dst.expr, e));
+  ir::note_built({ir::statement_kind::accumulation, ir::written_param<N>::value});
+  return ir::make_expr(ir::op::atomic<ir::atomic_kind::min>{}, dst.expr, e);
 }
 template <class N, ir::dsl_operand E>
 constexpr auto atomic_max(ir::lvalue<N> const& dst, E const& e) {
   static_assert(ir::lvalue<N>::targets_field, "CTG-EXPR-012 atomic_max takes a field element");
-  return ir::traced(ir::make_expr(ir::op::atomic<ir::atomic_kind::max>{}, dst.expr, e));
+  ir::note_built({ir::statement_kind::accumulation, ir::written_param<N>::value});
+  return ir::make_expr(ir::op::atomic<ir::atomic_kind::max>{}, dst.expr, e);
 }
 
 // A statement that does nothing.

@@ -366,9 +366,8 @@ constexpr auto lower(Ctx, pending_loop<K, Axes, F, Bounds...> const& p) {
       // (ir/misuse.hpp): no second error follows.
       return node<op::func_scope<misuse<misuse_kind::missing_return, -1, 0, 0>>, node<op::block>>{};
     } else {
-      auto returned = p.body(node<op::loop_index<Ctx::level, int(As)>>{}...);
-      note_taken(returned);
-      return returned;
+      note_taken_type<decltype(p.body(node<op::loop_index<Ctx::level, int(As)>>{}...))>();
+      return p.body(node<op::loop_index<Ctx::level, int(As)>>{}...);
     }
   }(std::make_index_sequence<Axes>{});
   static_assert(dsl_statement<decltype(body)>,
