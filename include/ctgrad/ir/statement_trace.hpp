@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../config.hpp"
 #include "node.hpp"
 
 namespace ctg::ir {
@@ -163,13 +164,13 @@ class statement_trace {
 // and return it as a prvalue: a copy of a deep statement costs the optimiser
 // time that grows with its depth.
 constexpr void note_built([[maybe_unused]] statement_info info) {
-#if !defined(__CUDA_ARCH__)
+#if !CTG_DEVICE_PASS
   if (!std::is_constant_evaluated()) statement_trace::note_built(info);
 #endif
 }
 template <class S>
 constexpr void note_taken_type() {
-#if !defined(__CUDA_ARCH__)
+#if !CTG_DEVICE_PASS
   constexpr statement_info info = traced_statement<std::remove_cvref_t<S>>::info;
   if constexpr (info.kind != statement_kind::untraced)
     if (!std::is_constant_evaluated()) statement_trace::note_taken(info);
@@ -185,12 +186,12 @@ template <class Name>
 struct func_trace_scope {
   char const* outer = nullptr;
   constexpr func_trace_scope() {
-#if !defined(__CUDA_ARCH__)
+#if !CTG_DEVICE_PASS
     if (!std::is_constant_evaluated()) outer = statement_trace::enter_func(Name::c_str());
 #endif
   }
   constexpr ~func_trace_scope() {
-#if !defined(__CUDA_ARCH__)
+#if !CTG_DEVICE_PASS
     if (!std::is_constant_evaluated()) statement_trace::leave_func(outer);
 #endif
   }
