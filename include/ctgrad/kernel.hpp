@@ -375,9 +375,11 @@ class kernel_t {
   void raise_dropped_statement(A const&... args) const {
     ir::statement_trace const itemised(true);
     (void)ir_for(std::index_sequence_for<A...>{}, args...);
+    auto const dropped = itemised.dropped_statements();
     std::string what = "a statement";
     std::string where;
-    for (auto const& d : itemised.dropped_statements()) {
+    if (!dropped.empty()) {
+      auto const& d = dropped.front();
       switch (d.info.kind) {
         case ir::statement_kind::store: what = "a store into "; break;
         case ir::statement_kind::accumulation: what = "an accumulation into "; break;
@@ -390,7 +392,6 @@ class kernel_t {
       }
       if (d.info.param >= 0) what += detail::describe_param(d.info.param, args...);
       if (d.func[0]) where = " in func '" + std::string(d.func) + "'";
-      break;
     }
     throw launch_error("kernel '" + std::string(Name.view()) + "'" + where +
                        ": CTG-EXPR-010 a statement is built and dropped: " + what +

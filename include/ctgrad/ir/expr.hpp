@@ -263,18 +263,18 @@ struct lvalue {
     if constexpr (targets_field) {
       note_built({statement_kind::accumulation, written_param<N>::value});
       return make_expr(op::atomic<atomic_kind::add>{}, expr, rhs);
-    }
-    else
+    } else {
       return assign_from(expr + rhs);
+    }
   }
   template <dsl_operand E>
   constexpr auto operator-=(E const& rhs) const {
     if constexpr (targets_field) {
       note_built({statement_kind::accumulation, written_param<N>::value});
       return make_expr(op::atomic<atomic_kind::sub>{}, expr, rhs);
-    }
-    else
+    } else {
       return assign_from(expr - rhs);
+    }
   }
   template <dsl_operand E>
   constexpr auto operator*=(E const& rhs) const {
