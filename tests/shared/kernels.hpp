@@ -317,12 +317,21 @@ inline void mass_spring_scatter(ctg::memory_space space) {
   check_scaled(grest, want_grest, grest_scale, 1e-5);
 }
 
-// A launch whose fields lie in two memory spaces raises launch_error; an
-// index out of range raises index_error (when bounds are checked).
+// A launch whose fields lie in two memory spaces raises launch_error, and so
+// does one whose kernel drops a statement it built (CTG-EXPR-010, before any
+// work reaches the backend); an index out of range raises index_error (when
+// bounds are checked).
 inline void launch_errors(ctg::memory_space space) {
   ctg::field<float, 1> a({4}, {.name = "a", .space = space}), b({4}, {.name = "b", .space = space});
   auto copy = ctg::kernel<"copy">([](auto a, auto b) { return ctg::range(4, [=](auto i) { return b[i] = a[i]; }); });
   CHECK_NOTHROW(copy(a, b));
+  auto drops = ctg::kernel<"drops">([](auto a, auto b) {
+    return ctg::range(4, [=](auto i) {
+      a[i] = 5.0f;  // built and dropped
+      return b[i] = a[i];
+    });
+  });
+  CHECK_THROWS_WITH_AS(drops(a, b), doctest::Contains("CTG-EXPR-010"), ctg::launch_error);
 #if defined(CTG_HAS_CUDA)
   ctg::field<float, 1> elsewhere({4}, {.name = "elsewhere", .space = other_space(space)});
   CHECK_THROWS_AS(copy(a, elsewhere), ctg::launch_error);
@@ -412,6 +421,6 @@ inline void tape_of_two_launches(ctg::memory_space space) {
   REGISTER(space, while_with_adstack_capacity, "while_ with an explicit adstack capacity; overflow raises")    \
   REGISTER(space, vector_elements_serial_offload_tangent, "vector elements, a serial offload and tangents")    \
   REGISTER(space, mass_spring_scatter, "mass-spring scatter with vector locals: forces and adjoint by hand")   \
-  REGISTER(space, launch_errors, "errors: mixed memory spaces, indices out of range")                          \
+  REGISTER(space, launch_errors, "errors: mixed spaces, a dropped statement, indices")                         \
   REGISTER(space, tape_of_two_launches, "a tape records two launches and replays them")                        \
   REGISTER(space, value_and_gradient_in_one_sweep, "value_and_grad: values and gradients in one sweep")
