@@ -375,23 +375,12 @@ class kernel_t {
   void raise_dropped_statement(A const&... args) const {
     ir::statement_trace const itemised(true);
     (void)ir_for(std::index_sequence_for<A...>{}, args...);
-    auto const dropped = itemised.dropped_statements();
     std::string what = "a statement";
     std::string where;
-    if (!dropped.empty()) {
-      auto const& d = dropped.front();
-      switch (d.info.kind) {
-        case ir::statement_kind::store: what = "a store into "; break;
-        case ir::statement_kind::accumulation: what = "an accumulation into "; break;
-        case ir::statement_kind::local_update: what = "an assignment to a let local"; break;
-        case ir::statement_kind::block: what = "a ctg::block"; break;
-        case ir::statement_kind::condition: what = "an if_"; break;
-        case ir::statement_kind::while_loop: what = "a while_"; break;
-        case ir::statement_kind::loop: what = "a loop"; break;
-        case ir::statement_kind::untraced: break;
-      }
-      if (d.info.param >= 0) what += detail::describe_param(d.info.param, args...);
-      if (d.func[0]) where = " in func '" + std::string(d.func) + "'";
+    if (auto const d = itemised.first_dropped()) {
+      what = ir::describe(d->info.kind);
+      if (d->info.param >= 0) what += detail::describe_param(d->info.param, args...);
+      if (d->func[0]) where = " in func '" + std::string(d->func) + "'";
     }
     throw launch_error("kernel '" + std::string(Name.view()) + "'" + where +
                        ": CTG-EXPR-010 a statement is built and dropped: " + what +

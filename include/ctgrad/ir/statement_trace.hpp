@@ -18,7 +18,7 @@
 // dropped statement of the same launch: the count errs towards silence, never
 // towards an error for a kernel that keeps all its statements.
 #pragma once
-#include <cstddef>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -38,6 +38,22 @@ enum class statement_kind : unsigned char {
   while_loop,
   loop,  // range, serial_range, ndrange, each, static_range
 };
+
+// How a message names a statement of that kind (a store or an accumulation
+// is followed by its field).
+constexpr char const* describe(statement_kind kind) {
+  switch (kind) {
+    case statement_kind::store: return "a store into ";
+    case statement_kind::accumulation: return "an accumulation into ";
+    case statement_kind::local_update: return "an assignment to a let local";
+    case statement_kind::block: return "a ctg::block";
+    case statement_kind::condition: return "an if_";
+    case statement_kind::while_loop: return "a while_";
+    case statement_kind::loop: return "a loop";
+    case statement_kind::untraced: break;
+  }
+  return "a statement";
+}
 
 struct statement_info {
   statement_kind kind = statement_kind::untraced;
@@ -104,12 +120,12 @@ class statement_trace {
   statement_trace& operator=(statement_trace const&) = delete;
 
   bool dropped() const { return built_ > taken_; }
-  // Itemised traces only: what was built and not taken, by kind, field and func.
-  std::vector<dropped_statement> dropped_statements() const {
-    std::vector<dropped_statement> out;
+  // Itemised traces only: the first kind of statement built and not taken
+  // (by kind, field and func), if the itemised count names one.
+  std::optional<dropped_statement> first_dropped() const {
     for (auto const& t : tallies_)
-      if (t.count > 0) out.push_back(t);
-    return out;
+      if (t.count > 0) return t;
+    return std::nullopt;
   }
 
   static void note_built(statement_info info) {
