@@ -3,7 +3,6 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -16,6 +15,7 @@
 #include "backend/race/launch.hpp"
 #include "eval/rows.hpp"
 #include "check/diagnostics.hpp"
+#include "detail/forward_records.hpp"
 #if defined(__CUDACC__)
 #  include "backend/cuda/launch.hpp"
 #endif
@@ -693,44 +693,14 @@ class kernel_t {
   // ---- k.grad called alone: the fields its adjoint reads are those the
   // forward launch left (compared by launches and whole-field host writes;
   // element writes through at() are detected on a tape).
-  // The buffers an adjoint reads: the first eight inline, so that a launch
-  // allocates nothing for them.
-  struct buffer_list {
-    static constexpr std::size_t inline_capacity = 8;
-    std::array<void const*, inline_capacity> first{};
-    std::vector<void const*> rest;
-    std::size_t count = 0;
-    void push(void const* id) {
-      if (count < inline_capacity)
-        first[count] = id;
-      else
-        rest.push_back(id);
-      ++count;
-    }
-    void const* operator[](std::size_t k) const { return k < inline_capacity ? first[k] : rest[k - inline_capacity]; }
-    std::size_t size() const { return count; }
-  };
-  // A forward launch: the buffers its adjoint reads, its plain-number
-  // arguments (hashed: launches of one kernel on the same fields at other
-  // steps, k(u, 0, 1) and k(u, 1, 0), read other rows and are told apart),
-  // and a write stamp (field.hpp) taken after the launch's own writes.
-  struct forward_record {
-    buffer_list buffers;
-    std::uint64_t numbers = 0;
-    std::uint64_t stamp = 0;
-  };
-  static constexpr std::size_t kept_records = 32;
-  static std::mutex& records_mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::vector<forward_record>& records() {
-    static std::vector<forward_record> r;
+  // Every kernel's own records (detail/forward_records.hpp).
+  static detail::forward_records& records() {
+    static detail::forward_records r;
     return r;
   }
   template <class... A>
-  static buffer_list needed_buffers(unsigned long long needed, A const&... args) {
-    buffer_list out;
+  static detail::buffer_list needed_buffers(unsigned long long needed, A const&... args) {
+    detail::buffer_list out;
     int i = 0;
     auto one = [&](auto const& a) {
       if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
@@ -757,27 +727,13 @@ class kernel_t {
     (one(args), ...);
     return h;
   }
-  static bool same_buffers(forward_record const& r, buffer_list const& b) {
-    if (r.buffers.size() != b.size()) return false;
-    for (std::size_t k = 0; k < b.size(); ++k)
-      if (r.buffers[k] != b[k]) return false;
-    return true;
-  }
   template <class... A>
   static void remember_forward(unsigned long long needed, A const&... args) {
     if (needed == 0) return;
     auto now = needed_buffers(needed, args...);
     std::uint64_t const numbers = numbers_of(args...);
     std::uint64_t const stamp = detail::next_write_stamp();  // after the launch's own writes
-    std::lock_guard lock(records_mutex());
-    auto& rs = records();
-    for (auto it = rs.begin(); it != rs.end(); ++it)
-      if (it->numbers == numbers && same_buffers(*it, now)) {
-        rs.erase(it);  // moved to the back: the latest launch last
-        break;
-      }
-    if (rs.size() == kept_records) rs.erase(rs.begin());
-    rs.push_back({std::move(now), numbers, stamp});
+    records().remember(std::move(now), numbers, stamp);
   }
   // Throws CTG-TAPE-003 when a launch or a whole-field host operation wrote
   // rows the adjoint reads (at this call's arguments) after the last forward
@@ -786,24 +742,13 @@ class kernel_t {
   template <class... A>
   void check_unchanged_since_forward(unsigned long long needed, A const&... args) const {
     if (needed == 0) return;
-    auto const now = needed_buffers(needed, args...);
-    std::uint64_t const numbers = numbers_of(args...);
-    std::lock_guard lock(records_mutex());
-    auto const& rs = records();
-    // The latest launch with the same arguments; failing that (numbers the
-    // forward launch did not use), the latest on the same buffers.
-    forward_record const* found = nullptr;
-    for (auto it = rs.rbegin(); it != rs.rend() && !found; ++it)
-      if (it->numbers == numbers && same_buffers(*it, now)) found = &*it;
-    for (auto it = rs.rbegin(); it != rs.rend() && !found; ++it)
-      if (same_buffers(*it, now)) found = &*it;
-    if (found) {
-      forward_record const& r = *found;
+    std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
+    if (stamp) {
       auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
       int i = 0, changed = -1;
       auto one = [&](auto const& a) {
         if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-          if (changed < 0 && (needed & ir::param_bit(i)) != 0 && a.rows_written_after(rows.reads[i], r.stamp))
+          if (changed < 0 && (needed & ir::param_bit(i)) != 0 && a.rows_written_after(rows.reads[i], *stamp))
             changed = i;
         ++i;
       };
@@ -814,7 +759,6 @@ class kernel_t {
                              " changed since the forward launch (a launch or a host write), and the adjoint reads "
                              "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
                              "keeps the values each adjoint needs");
-      return;
     }
   }
 
