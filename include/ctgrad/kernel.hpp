@@ -743,23 +743,22 @@ class kernel_t {
   void check_unchanged_since_forward(unsigned long long needed, A const&... args) const {
     if (needed == 0) return;
     std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
-    if (stamp) {
-      auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
-      int i = 0, changed = -1;
-      auto one = [&](auto const& a) {
-        if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-          if (changed < 0 && (needed & ir::param_bit(i)) != 0 && a.rows_written_after(rows.reads[i], *stamp))
-            changed = i;
-        ++i;
-      };
-      (one(args), ...);
-      if (changed >= 0)
-        throw autodiff_error("CTG-TAPE-003 kernel '" + std::string(Name.view()) + "': " +
-                             detail::describe_param(changed, args...) +
-                             " changed since the forward launch (a launch or a host write), and the adjoint reads "
-                             "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
-                             "keeps the values each adjoint needs");
-    }
+    if (!stamp) return;
+    auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
+    int i = 0, changed = -1;
+    auto one = [&](auto const& a) {
+      if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
+        if (changed < 0 && (needed & ir::param_bit(i)) != 0 && a.rows_written_after(rows.reads[i], *stamp))
+          changed = i;
+      ++i;
+    };
+    (one(args), ...);
+    if (changed >= 0)
+      throw autodiff_error("CTG-TAPE-003 kernel '" + std::string(Name.view()) + "': " +
+                           detail::describe_param(changed, args...) +
+                           " changed since the forward launch (a launch or a host write), and the adjoint reads "
+                           "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
+                           "keeps the values each adjoint needs");
   }
 
   // Runs every offload in one pass: in order forward, in reverse order for the

@@ -53,8 +53,6 @@ struct forward_record {
 // several threads.
 class forward_records {
  public:
-  static constexpr std::size_t kept = 32;
-
   void remember(buffer_list buffers, std::uint64_t numbers, std::uint64_t stamp) {
     std::lock_guard lock(mutex_);
     for (auto it = records_.begin(); it != records_.end(); ++it)
@@ -79,6 +77,7 @@ class forward_records {
   }
 
  private:
+  static constexpr std::size_t kept = 32;
   mutable std::mutex mutex_;
   std::vector<forward_record> records_;
 };

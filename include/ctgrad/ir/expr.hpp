@@ -260,21 +260,24 @@ struct lvalue {
   // iterations may hit the same element); on locals they are plain updates.
   template <dsl_operand E>
   constexpr auto operator+=(E const& rhs) const {
-    if constexpr (targets_field) {
-      note_built({statement_kind::accumulation, written_param<N>::value});
-      return make_expr(op::atomic<atomic_kind::add>{}, expr, rhs);
-    } else {
+    if constexpr (targets_field)
+      return accumulate<atomic_kind::add>(rhs);
+    else
       return assign_from(expr + rhs);
-    }
   }
   template <dsl_operand E>
   constexpr auto operator-=(E const& rhs) const {
-    if constexpr (targets_field) {
-      note_built({statement_kind::accumulation, written_param<N>::value});
-      return make_expr(op::atomic<atomic_kind::sub>{}, expr, rhs);
-    } else {
+    if constexpr (targets_field)
+      return accumulate<atomic_kind::sub>(rhs);
+    else
       return assign_from(expr - rhs);
-    }
+  }
+  // An accumulation into the field element (targets_field): += and -= above,
+  // atomic_min and atomic_max (lower/builders.hpp), each of which says so.
+  template <atomic_kind K, dsl_operand E>
+  constexpr auto accumulate(E const& rhs) const {
+    note_built({statement_kind::accumulation, written_param<N>::value});
+    return make_expr(op::atomic<K>{}, expr, rhs);
   }
   template <dsl_operand E>
   constexpr auto operator*=(E const& rhs) const {

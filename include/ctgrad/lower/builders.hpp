@@ -308,14 +308,12 @@ constexpr auto while_(C const& c, B const& body) {
 template <class N, ir::dsl_operand E>
 constexpr auto atomic_min(ir::lvalue<N> const& dst, E const& e) {
   static_assert(ir::lvalue<N>::targets_field, "CTG-EXPR-012 atomic_min takes a field element");
-  ir::note_built({ir::statement_kind::accumulation, ir::written_param<N>::value});
-  return ir::make_expr(ir::op::atomic<ir::atomic_kind::min>{}, dst.expr, e);
+  return dst.template accumulate<ir::atomic_kind::min>(e);
 }
 template <class N, ir::dsl_operand E>
 constexpr auto atomic_max(ir::lvalue<N> const& dst, E const& e) {
   static_assert(ir::lvalue<N>::targets_field, "CTG-EXPR-012 atomic_max takes a field element");
-  ir::note_built({ir::statement_kind::accumulation, ir::written_param<N>::value});
-  return ir::make_expr(ir::op::atomic<ir::atomic_kind::max>{}, dst.expr, e);
+  return dst.template accumulate<ir::atomic_kind::max>(e);
 }
 
 // A statement that does nothing.
