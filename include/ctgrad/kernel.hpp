@@ -448,7 +448,18 @@ class kernel_t {
         return typed;
       }
     }
-    static constexpr report findings = decided<typed.wants_values && constant_ir>();
+    // The IR is built in a constant expression only when a check needs its
+    // numbers: for a deep expression that costs seconds of compile time
+    // (docs/05, *Checks that build the IR*), which most kernels, whose checks
+    // the types decide, need not pay.
+    template <bool Wanted>
+    static constexpr bool values_decide() {
+      if constexpr (Wanted)
+        return constant_ir;
+      else
+        return false;
+    }
+    static constexpr report findings = decided<values_decide<typed.wants_values>()>();
     static constexpr bool ok = findings.ok();
     static constexpr report tape_findings = findings.for_tape();
   };
