@@ -439,27 +439,23 @@ class kernel_t {
 
     static constexpr report typed =
         rules::evaluate(nullptr, nullptr, false, options::no_adstack, options::capacity >= 0);
-    template <bool WithValues>
+    // The findings, with the IR's numbers where a check wants them and the
+    // IR can be built in a constant expression. Whether it can is asked only
+    // then: the asking builds it, which for a deep expression costs seconds
+    // of compile time (docs/05, *Checks that build the IR*) that most
+    // kernels, whose checks the types decide, need not pay.
+    template <bool WantsValues>
     static constexpr report decided() {
-      if constexpr (WithValues) {
+      if constexpr (!WantsValues) {
+        return typed;
+      } else if constexpr (!constant_ir) {
+        return typed;
+      } else {
         constexpr kir_t kir = build_constant(std::index_sequence_for<A...>{});
         return rules::evaluate(&kir.offloads, nullptr, false, options::no_adstack, options::capacity >= 0);
-      } else {
-        return typed;
       }
     }
-    // The IR is built in a constant expression only when a check needs its
-    // numbers: for a deep expression that costs seconds of compile time
-    // (docs/05, *Checks that build the IR*), which most kernels, whose checks
-    // the types decide, need not pay.
-    template <bool Wanted>
-    static constexpr bool values_decide() {
-      if constexpr (Wanted)
-        return constant_ir;
-      else
-        return false;
-    }
-    static constexpr report findings = decided<values_decide<typed.wants_values>()>();
+    static constexpr report findings = decided<typed.wants_values>();
     static constexpr bool ok = findings.ok();
     static constexpr report tape_findings = findings.for_tape();
   };

@@ -47,6 +47,8 @@ struct forward_record {
   buffer_list buffers;
   std::uint64_t numbers = 0;
   std::uint64_t stamp = 0;
+
+  bool same_launch(buffer_list const& b, std::uint64_t n) const { return numbers == n && buffers == b; }
 };
 
 // One kernel's latest forward launches, the latest last; safe to use from
@@ -56,7 +58,7 @@ class forward_records {
   void remember(buffer_list buffers, std::uint64_t numbers, std::uint64_t stamp) {
     std::lock_guard lock(mutex_);
     for (auto it = records_.begin(); it != records_.end(); ++it)
-      if (it->numbers == numbers && it->buffers == buffers) {
+      if (it->same_launch(buffers, numbers)) {
         records_.erase(it);  // moved to the back: the latest launch last
         break;
       }
@@ -69,11 +71,12 @@ class forward_records {
   // on these buffers; nothing when no launch was on them.
   std::optional<std::uint64_t> stamp_of(buffer_list const& buffers, std::uint64_t numbers) const {
     std::lock_guard lock(mutex_);
-    for (auto it = records_.rbegin(); it != records_.rend(); ++it)
-      if (it->numbers == numbers && it->buffers == buffers) return it->stamp;
-    for (auto it = records_.rbegin(); it != records_.rend(); ++it)
-      if (it->buffers == buffers) return it->stamp;
-    return std::nullopt;
+    std::optional<std::uint64_t> on_buffers;
+    for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
+      if (it->same_launch(buffers, numbers)) return it->stamp;
+      if (!on_buffers && it->buffers == buffers) on_buffers = it->stamp;
+    }
+    return on_buffers;
   }
 
  private:
