@@ -66,6 +66,13 @@ template <class Op, class... K>
 constexpr auto rebuild(Op op, K const&... k) {
   return node<Op, K...>{op, detail::make_tuple(k...)};
 }
+// The same with the kids in a tuple. Not detail::apply of a lambda calling
+// rebuild: the lambda's name spells the function it sits in, and apply's
+// and its helper's names spell the lambda's.
+template <class Op, class... K>
+constexpr auto rebuild_from(Op op, detail::tuple<K...> const& kids) {
+  return node<Op, K...>{op, kids};
+}
 
 template <class Op, class Tuple, std::size_t... Is>
 constexpr auto settle_default(Op op, Tuple const& t, std::index_sequence<Is...>) {
@@ -390,7 +397,7 @@ constexpr auto lower(Ctx, pending_static_loop<B, E, F> const& p) {
   }(std::make_index_sequence<std::size_t(E - B)>{});
   detail::apply([](auto const&... b) { (note_taken(b), ...); }, bodies);
   auto r = lower_seq<Ctx>(bodies);
-  auto out = detail::apply([](auto const&... s) { return rebuild(op::block{}, s...); }, r.ir);
+  auto out = rebuild_from(op::block{}, r.ir);
   return lowered<decltype(out), decltype(r)::next_slot>{out};
 }
 

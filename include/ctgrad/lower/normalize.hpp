@@ -101,7 +101,7 @@ constexpr auto extract(E const& e) {
       using Kid = detail::tuple_element_t<i, detail::tuple<K...>>;
       auto x = extract<inner_funcs, NoGradient || gradient_free_kid_v<E, Kid>>(detail::get<i>(nd.kids));
       auto kids = replace_at<i>(nd.kids, x.replaced);
-      auto rebuilt = detail::apply([&](auto const&... k) { return rebuild(nd.op, k...); }, kids);
+      auto rebuilt = rebuild_from(nd.op, kids);
       using X = decltype(x);
       return extraction<typename X::funcs, X::no_gradient, decltype(x.let_node), decltype(rebuilt)>{x.let_node,
                                                                                                   rebuilt};
@@ -233,6 +233,21 @@ constexpr auto let_around(node<op::let_value<Slots...>, LK...> const& l, Rest co
   }(std::make_index_sequence<n_init>{});
 }
 
+// A kid of a statement, hoisted where it is a statement itself. A function of
+// the kid alone rather than a lambda in hoist_node: a lambda's name spells the
+// function it sits in, here the whole statement, once per kid.
+template <bool IsStatement, class Kid>
+constexpr auto hoisted_kid(Kid const& kid) {
+  if constexpr (IsStatement)
+    return hoist(kid);
+  else
+    return kid;
+}
+template <std::size_t NExpr, class Op, class... K, std::size_t... Is>
+constexpr auto hoist_statement_kids(node<Op, K...> const& s, std::index_sequence<Is...>) {
+  return rebuild(s.op, hoisted_kid<(Is >= NExpr)>(detail::get<Is>(s.kids))...);
+}
+
 template <class Op, class... K>
 constexpr auto hoist_node(node<Op, K...> const& s) {
   using S = node<Op, K...>;
@@ -247,7 +262,7 @@ constexpr auto hoist_node(node<Op, K...> const& s) {
     // s[...let_value(inits, body, v)...]  ->  let(inits, block(body, s[...v...]))
     auto x = extract<detail::type_list<>, gradient_free_statement_kid<S, i>()>(detail::get<i>(s.kids));
     auto kids = replace_at<i>(s.kids, x.replaced);
-    auto rest = detail::apply([&](auto const&... k) { return rebuild(s.op, k...); }, kids);
+    auto rest = rebuild_from(s.op, kids);
     using X = decltype(x);
     if constexpr (X::no_gradient && !writes_outside<decltype(x.let_node)>::value)
       return let_around<typename X::funcs>(detached(x.let_node), rest);
@@ -255,14 +270,7 @@ constexpr auto hoist_node(node<Op, K...> const& s) {
       return let_around<typename X::funcs>(x.let_node, rest);
   } else {
     // No let-block in expression position: recurse into the statement kids.
-    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      return rebuild(s.op, [&]() {
-        if constexpr (Is < n_expr)
-          return detail::get<Is>(s.kids);
-        else
-          return hoist(detail::get<Is>(s.kids));
-      }()...);
-    }(std::index_sequence_for<K...>{});
+    return hoist_statement_kids<n_expr>(s, std::index_sequence_for<K...>{});
   }
 }
 
