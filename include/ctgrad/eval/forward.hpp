@@ -71,7 +71,7 @@ struct forward {
   // ---- leaves ---------------------------------------------------------------
   template <class Fr, class T>
   CTG_HOST_DEVICE static T eval(node<op::literal<T>> const& n, Fr&) {
-    return n.op.value;
+    return n.op.read();
   }
   template <class Fr, long long N>
   CTG_HOST_DEVICE static int eval(node<op::constant<N>> const&, Fr&) {

@@ -45,7 +45,7 @@ constexpr auto as_expr(T const& x) {
   else if constexpr (std::is_arithmetic_v<U>)
     return node<op::weak_literal<U>>{{x}, {}};
   else if constexpr (is_eigen_fixed_v<U>)
-    return node<op::literal<U>>{{x}, {}};
+    return node<op::literal<U>>{op::literal<U>::of(x), {}};
   else
     static_assert(detail::dependent_false<T>,
                   "CTG-EXPR-001 this value cannot appear in a kernel expression: use numbers, "

@@ -11,6 +11,7 @@
 
 #include "../config.hpp"
 #include "../detail/fixed_string.hpp"
+#include "../element.hpp"
 #include "../detail/meta.hpp"
 #include "../detail/tuple.hpp"
 
@@ -126,6 +127,28 @@ namespace op {
 template <class T>
 struct literal {
   T value;
+  CTG_HOST_DEVICE constexpr T const& read() const { return value; }
+  static constexpr literal of(T const& v) { return {v}; }
+};
+// A fixed-size matrix is kept as its coefficients. Eigen's matrices have copy
+// constructors of their own, so holding one would make this node, every node
+// above it and every tuple of them not trivially copyable: each would get
+// copy and move constructors named after its whole subtree, which a build
+// without optimisation compiles, names and emits.
+template <class T>
+  requires is_eigen_fixed_v<T>
+struct literal<T> {
+  scalar_of_t<T> coefficients[T::SizeAtCompileTime];
+  CTG_HOST_DEVICE T read() const {
+    T out;
+    for (int c = 0; c < int(T::SizeAtCompileTime); ++c) out.coeffRef(c) = coefficients[c];
+    return out;
+  }
+  static literal of(T const& v) {
+    literal out;
+    for (int c = 0; c < int(T::SizeAtCompileTime); ++c) out.coefficients[c] = v.coeff(c);
+    return out;
+  }
 };
 // A plain C++ number written in a kernel before its type is settled: it takes
 // the scalar type of the expression it meets (so `x[i] * 0.5` stays float when
@@ -229,6 +252,15 @@ struct result {};
 struct nothing {};
 
 }  // namespace op
+
+// Whether a tree holds a matrix literal anywhere (backend/cpu/launch.hpp
+// passes such a body to the chunk function by reference).
+template <class N>
+inline constexpr bool holds_matrix_literal_v = false;
+template <class T, class... Kids>
+inline constexpr bool holds_matrix_literal_v<node<op::literal<T>, Kids...>> = is_eigen_fixed_v<T>;
+template <class Op, class... Kids>
+inline constexpr bool holds_matrix_literal_v<node<Op, Kids...>> = (holds_matrix_literal_v<Kids> || ...);
 
 template <class Op>
 inline constexpr bool is_access_op = false;

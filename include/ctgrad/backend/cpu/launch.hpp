@@ -56,6 +56,32 @@ inline int aligned_start(int lo, int hi) {
   return std::min(up, hi);
 }
 
+// How the chunk function receives a body. By value, the body is the
+// function's own copy, which no store to a field can change, so its literals
+// stay in registers: taken by reference, the MPM grid update's adjoint ran
+// 1.13 times slower. A body holding a matrix literal is passed by reference
+// (a pointer in body_reference): by value, the MPM step's P2G adjoint ran 1.4
+// times slower (docs/05, *Matrix literals as coefficients*).
+template <class Body>
+struct body_reference {
+  Body const* ir;
+};
+template <class Body>
+auto chunk_body(Body const& body) {
+  if constexpr (ir::holds_matrix_literal_v<Body>)
+    return body_reference<Body>{&body};
+  else
+    return body;
+}
+template <class Body>
+Body const& ir_of(Body const& body) {
+  return body;
+}
+template <class Body>
+Body const& ir_of(body_reference<Body> const passed) {
+  return *passed.ir;
+}
+
 // Iterations [b, e) of one offload on the calling thread. Everything below is
 // inlined into this one function (see CTG_FLATTEN). The frame is a local of
 // this function, not a reference from outside, so the compiler can tell that
@@ -66,12 +92,16 @@ inline int aligned_start(int lo, int hi) {
 // private copy (private_scatter below).
 // `lanes_fit`: the adstack holds interleaved_lanes iterations' snapshots
 // side by side (prepared_offload), so that iterations may interleave.
-template <class Plan, int A, class Body, class Args>
-CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Body const body, Args const& args,
+// `passed`: the body (the IR, which holds the literals' values), as
+// chunk_body passes it.
+template <class Plan, int A, class Passed, class Args>
+CTG_FLATTEN void run_chunk(backend::loop_box<A> const box, Passed const passed, Args const& args,
                            eval::launch_status& status, std::uint32_t* stack, long long capacity, bool concurrent,
                            long long margin, unsigned long long private_params, bool lanes_fit, std::int64_t b,
                            std::int64_t e) {
   Args const local_args = args;  // a copy of the field views, for the same reason
+  auto const& body = ir_of(passed);
+  using Body = std::remove_cvref_t<decltype(body)>;
   // Zeroed once per chunk: the adjoint restores a local from the site slot of
   // an assignment only in the branch that saved it, which GCC cannot follow
   // (-Wmaybe-uninitialized on every kernel with a let inside an if_ arm).
@@ -293,7 +323,7 @@ struct prepared_offload {
   // Iterations [b, e) on the calling thread; `concurrent`: other threads run
   // other iterations at the same time (accumulations must be atomic).
   void run(std::int64_t b, std::int64_t e, bool concurrent, std::uint32_t* stack) const {
-    run_chunk<plan>(box, body, args, status, stack, capacity, concurrent, margin, 0, lanes_fit, b, e);
+    run_chunk<plan>(box, chunk_body(body), args, status, stack, capacity, concurrent, margin, 0, lanes_fit, b, e);
   }
   // The gather adjoint's sweeps: elements [b, e) of `reach`, then, once
   // every element is done, iterations [b, e) of the box clearing seeds.
@@ -306,7 +336,8 @@ struct prepared_offload {
   // The same on other views of the arguments: those of private_scatter.
   void run(Args const& views, unsigned long long private_params, std::int64_t b, std::int64_t e, bool concurrent,
            std::uint32_t* stack) const {
-    run_chunk<plan>(box, body, views, status, stack, capacity, concurrent, margin, private_params, lanes_fit, b, e);
+    run_chunk<plan>(box, chunk_body(body), views, status, stack, capacity, concurrent, margin, private_params, lanes_fit,
+                    b, e);
   }
 };
 
