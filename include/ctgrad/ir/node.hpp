@@ -11,9 +11,9 @@
 
 #include "../config.hpp"
 #include "../detail/fixed_string.hpp"
-#include "../element.hpp"
 #include "../detail/meta.hpp"
 #include "../detail/tuple.hpp"
+#include "../element.hpp"
 
 namespace ctg::ir {
 

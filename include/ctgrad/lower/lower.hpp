@@ -261,7 +261,8 @@ constexpr auto select_as_branches(node<op::select, C, A, B> const& s) {
   auto then_arm = rebuild(op::assign<First + 2>{}, value_local{}, kid<1>(s));
   auto else_arm = rebuild(op::assign<First + 3>{}, value_local{}, kid<2>(s));
   auto branches = rebuild(op::if_<First + 1>{}, kid<0>(s), then_arm, else_arm);
-  auto out = rebuild(op::let_value<First>{}, node<op::literal<V>>{op::literal<V>::of(zero_of<V>()), {}}, branches, value_local{});
+  auto const zero = node<op::literal<V>>{op::literal<V>::of(zero_of<V>()), {}};
+  auto out = rebuild(op::let_value<First>{}, zero, branches, value_local{});
   return lowered<decltype(out), First + 4>{out};
 }
 

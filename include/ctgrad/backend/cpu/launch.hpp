@@ -336,8 +336,8 @@ struct prepared_offload {
   // The same on other views of the arguments: those of private_scatter.
   void run(Args const& views, unsigned long long private_params, std::int64_t b, std::int64_t e, bool concurrent,
            std::uint32_t* stack) const {
-    run_chunk<plan>(box, chunk_body(body), views, status, stack, capacity, concurrent, margin, private_params, lanes_fit,
-                    b, e);
+    run_chunk<plan>(box, chunk_body(body), views, status, stack, capacity, concurrent, margin, private_params,
+                    lanes_fit, b, e);
   }
 };
 
