@@ -466,12 +466,8 @@ constexpr auto group_offloads(Pieces const& pieces, detail::tuple<Pending...> co
     if constexpr (sizeof...(Pending) == 0)
       return detail::make_tuple(done..., more...);
     else
-      return detail::apply(
-          [&](auto const&... p) {
-            return detail::make_tuple(done..., serial_offload<node<op::block, Pending...>>{rebuild(op::block{}, p...)},
-                                      more...);
-          },
-          pending);
+      return detail::make_tuple(
+          done..., serial_offload<node<op::block, Pending...>>{rebuild_from(op::block{}, pending)}, more...);
   };
   if constexpr (I == Pieces::size) {
     return flush();

@@ -59,17 +59,13 @@ inline int aligned_start(int lo, int hi) {
 // How the chunk function receives a body. By value, the body is the
 // function's own copy, which no store to a field can change, so its literals
 // stay in registers: taken by reference, the MPM grid update's adjoint ran
-// 1.13 times slower. A body holding a matrix literal is passed by reference
-// (a pointer in body_reference): by value, the MPM step's P2G adjoint ran 1.4
-// times slower (docs/05, *Matrix literals as coefficients*).
-template <class Body>
-struct body_reference {
-  Body const* ir;
-};
+// 1.13 times slower. A body holding a matrix literal is passed by its
+// address: by value, the MPM step's P2G adjoint ran 1.4 times slower
+// (docs/05, *Matrix literals as coefficients*).
 template <class Body>
 auto chunk_body(Body const& body) {
   if constexpr (ir::holds_matrix_literal_v<Body>)
-    return body_reference<Body>{&body};
+    return &body;
   else
     return body;
 }
@@ -78,8 +74,8 @@ Body const& ir_of(Body const& body) {
   return body;
 }
 template <class Body>
-Body const& ir_of(body_reference<Body> const passed) {
-  return *passed.ir;
+Body const& ir_of(Body const* body) {
+  return *body;
 }
 
 // Iterations [b, e) of one offload on the calling thread. Everything below is
