@@ -195,6 +195,13 @@ struct diagnostic<finding::gradient_buffer_read, W> {
 };
 template <>
 inline constexpr bool has_diagnostic<finding::gradient_buffer_read> = true;
+template <class W>
+struct diagnostic<finding::parallel_store_conflict, W> {
+  static_assert(detail::dependent_false<W>, CTG_IMPL_DIAGNOSTIC_MESSAGE(CTG_IMPL_MSG_AD_013, W));
+  static constexpr bool raised = true;
+};
+template <>
+inline constexpr bool has_diagnostic<finding::parallel_store_conflict> = true;
 
 // Every finding the table says is decided at compile time has its error.
 static_assert([] {

@@ -60,6 +60,13 @@
   "CTG-AD-012 two parameters share one differentiable storage; the adjoint would mix their gradients. "\
   "Fix: pass the field once, or copy it (clone) into a second field"
 
+#define CTG_IMPL_MSG_AD_013 \
+  "CTG-AD-013 two iterations of a parallel loop store into the same element of a differentiable field: "\
+  "the forward pass keeps whichever store lands last (with threads, whichever runs last), and the "\
+  "adjoint cannot know which store that was, so it cannot hand the element's gradient to it. Fix: "\
+  "accumulate with += if the values should add up, store where the index differs from iteration to "\
+  "iteration, or iterate with ctg::serial_range to keep the last iteration's value"
+
 #define CTG_IMPL_FINDINGS(X) \
   X(1, nested_loop_needs_adstack, compile, CTG_IMPL_MSG_AD_001) \
   X(2, cross_iteration_raw, compile, CTG_IMPL_MSG_AD_002) \
@@ -69,7 +76,8 @@
   X(9, no_derivative_rule, compile, CTG_IMPL_MSG_AD_009) \
   X(10, no_tangent_rule, compile, CTG_IMPL_MSG_AD_010) \
   X(11, gradient_buffer_read, compile, CTG_IMPL_MSG_AD_011) \
-  X(12, aliased_gradient_storage, launch, CTG_IMPL_MSG_AD_012)
+  X(12, aliased_gradient_storage, launch, CTG_IMPL_MSG_AD_012) \
+  X(13, parallel_store_conflict, compile, CTG_IMPL_MSG_AD_013)
 
 namespace ctg {
 

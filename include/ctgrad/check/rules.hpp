@@ -490,6 +490,108 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     }
   }
 
+  // ---- D5: iterations of parallel offload K that write one element ------------------------------
+  // Event SI stores into a differentiable field and event WJ (SI itself, a
+  // later store, or any accumulation) writes the same field: an error when
+  // two different iterations can write the same element. The forward pass
+  // then keeps whichever store lands last (with two threads, whichever
+  // thread is slower), and the adjoint, which hands the element's gradient
+  // to one of the stores and clears it, cannot know which one that was.
+  // Only what the affine forms prove is reported: an index that is not
+  // affine (a value read from a field, a division) proves nothing, and
+  // neither does a store that runs only where a condition holds (an if_
+  // or a while_ on the way to it, as in `if_(i == 0, loss() = ...)`); the
+  // opt-in ctg::race_check sees those at launch.
+  template <class Root, class Path>
+  struct conditional_path : std::false_type {};
+  template <class Root, std::size_t P, std::size_t... Rest>
+  struct conditional_path<Root, std::index_sequence<P, Rest...>>
+      : std::bool_constant<is_if_op<typename Root::op_type> || is_while_op<typename Root::op_type> ||
+                           conditional_path<node_at_t<Root, std::index_sequence<P>>,
+                                            std::index_sequence<Rest...>>::value> {};
+  // Whether the access at Path is written through a component (v[i][0_c]):
+  // its parent is a component node.
+  template <class Root, class Path>
+  struct through_component : std::false_type {};
+  template <class Root, std::size_t P>
+  struct through_component<Root, std::index_sequence<P>> : std::bool_constant<std::is_same_v<typename Root::op_type, op::component>> {};
+  template <class Root, std::size_t P, std::size_t Q, std::size_t... Rest>
+  struct through_component<Root, std::index_sequence<P, Q, Rest...>>
+      : through_component<node_at_t<Root, std::index_sequence<P>>, std::index_sequence<Q, Rest...>> {};
+
+  template <std::size_t K, class SI, class WJ>
+  static constexpr pair_verdict d5_verdict(offloads_t const* offs, Args const* args, bool at_launch) {
+    using body = typename view<K>::body;
+    // A component store names the element, not the component: two stores of
+    // different components would look alike, so only a component store
+    // against itself is compared.
+    constexpr bool component = through_component<body, typename SI::path>::value ||
+                               through_component<body, typename WJ::path>::value;
+    if constexpr (conditional_path<body, typename SI::path>::value ||
+                  conditional_path<body, typename WJ::path>::value || (component && !std::is_same_v<SI, WJ>)) {
+      return {verdict::ok, false};
+    } else {
+      auto const* b = body_ptr<K>(offs);
+      auto const* s = node_ptr<body, typename SI::path>(b);
+      auto const* w = node_ptr<body, typename WJ::path>(b);
+      constexpr int rank = SI::access::arity;
+      affine_form fs[rank > 0 ? rank : 1], fw[rank > 0 ? rank : 1];
+      index_forms(s, args, fs);
+      index_forms(w, args, fw);
+      for (int k = 0; k < rank; ++k)
+        if (!fs[k].linear || !fw[k].linear) return {verdict::ok, false};
+      access_space const ss = event_space<K, SI>(offs, args);
+      access_space const sw = event_space<K, WJ>(offs, args);
+      constexpr int axes = view<K>::axes;
+      relations cases[2 * axes];
+      for (int a = 0; a < axes; ++a)
+        for (int dir = 0; dir < 2; ++dir) {
+          relations& c = cases[2 * a + dir];
+          for (int q = 0; q < a; ++q) c.r[0][q] = relation::same;
+          c.r[0][a] = dir == 0 ? relation::before : relation::after;
+        }
+      meeting const m = may_meet(fs, fw, rank, ss, sw, cases, 2 * axes);
+      if (m.disjoint) return {verdict::ok, false};
+      if (at_launch || !m.unknowns) return {verdict::error, false};
+      return {verdict::unknown, true};
+    }
+  }
+
+  // D5 pairs: a store (i) into a differentiable field, and a store (j >= i:
+  // each pair once, a store with itself included) or an accumulation of it.
+  static constexpr bool d5_match(event_row const& s, event_row const& w, bool later) {
+    return s.kind == access_kind::store && s.differentiable && w.param == s.param && w.differentiable &&
+           (w.kind == access_kind::accumulate || (w.kind == access_kind::store && later));
+  }
+  template <std::size_t K>
+  static constexpr auto d5_pairs = [] {
+    using rows = event_rows<events<K>>;
+    constexpr std::size_t n = rows::size, stride = n > 0 ? n : 1;
+    constexpr auto match = [](std::size_t k) {
+      return d5_match(rows::rows[k / stride], rows::rows[k % stride], k % stride >= k / stride);
+    };
+    return indices_matching<n * n, count_matching<n * n>(match)>(match);
+  }();
+
+  template <std::size_t K>
+  static constexpr void d5(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
+    if constexpr (view<K>::parallel) {
+      using E = typename to_tuple<events<K>>::type;
+      constexpr std::size_t n = to_tuple<events<K>>::size;
+      [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
+        auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
+          using SI = detail::tuple_element_t<d5_pairs<K>[P] / n, E>;
+          using WJ = detail::tuple_element_t<d5_pairs<K>[P] % n, E>;
+          pair_verdict const v = d5_verdict<K, SI, WJ>(offs, args, at_launch);
+          record(r, v, at_launch, finding::parallel_store_conflict, SI::access::op_type::param, int(K),
+                 deeper(chain_of<K, SI>(), chain_of<K, WJ>()).s);
+        };
+        (void)pair;  // no pairs: nothing to check
+        (pair(std::integral_constant<std::size_t, Ps>{}), ...);
+      }(std::make_index_sequence<d5_pairs<K>.size()>{});
+    }
+  }
+
   // ---- D3 and its mirror: a needed load in offload A, a write in offload B ---------------------------
   // Later = true (D3): can the write overwrite the element the load read,
   // after it read it (in a later offload, later in the same iteration, in a
@@ -766,6 +868,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     param_order po[tracked_params > 0 ? tracked_params : 1]{};
     [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
       (d2<Ks>(r, offs, args, at_launch), ...);
+      (d5<Ks>(r, offs, args, at_launch), ...);
       auto load_in = [&]<std::size_t A>(std::integral_constant<std::size_t, A>) {
         [&]<std::size_t... Bs>(std::index_sequence<Bs...>) {
           (order_pairs<A, Bs>(r, po, offs, args, at_launch), ...);

@@ -1,0 +1,204 @@
+// CTG-AD-013: iterations of a parallel loop that store into one element of a
+// differentiable field. The forward pass keeps the last store; the adjoint
+// cannot know which one that was. Proven conflicts are rejected (at compile
+// time where the trip counts are known, at launch otherwise); stores the
+// affine reasoning cannot judge keep their gradients, checked here against
+// closed forms.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <ctgrad/ctgrad.hpp>
+
+using namespace ctg::literals;
+
+namespace {
+
+using vec_t = ctg::field<double, 1, ctg::grad>;
+using grid_t = ctg::field<double, 2, ctg::grad>;
+using scal_t = ctg::field<double, 0, ctg::grad>;
+using index_t = ctg::field<int, 1>;
+using pair_t = ctg::field<Eigen::Vector2d, 1, ctg::grad>;
+
+template <class K, class... A>
+constexpr ctg::report report_of() {
+  return K::template diagnose<A...>();
+}
+
+// The whole loop stores its squares into one element.
+auto last_square = ctg::kernel<"last_square">([](auto x, auto loss) {
+  return ctg::range(x.size(), [=](auto i) { return loss() = x[i] * x[i]; });
+});
+auto four_squares = ctg::kernel<"four_squares">([](auto x, auto loss) {
+  return ctg::range(4, [=](auto i) { return loss() = x[i] * x[i]; });
+});
+auto one_square = ctg::kernel<"one_square">([](auto x, auto loss) {
+  return ctg::range(1, [=](auto i) { return loss() = x[i] * x[i]; });
+});
+// Iteration i stores y[i] and y[i + 1]: iteration i + 1 stores y[i + 1] too.
+auto both_neighbours = ctg::kernel<"both_neighbours">([](auto x, auto y) {
+  return ctg::range(x.size() - 1, [=](auto i) { return ctg::block(y[i] = x[i], y[i + 1] = 2.0 * x[i]); });
+});
+// A store against an accumulation into the same element by another iteration.
+auto store_and_add = ctg::kernel<"store_and_add">([](auto x, auto y) {
+  return ctg::range(x.size() - 1, [=](auto i) { return ctg::block(y[i] = x[i], y[i + 1] += x[i]); });
+});
+// Even and odd slots: no two iterations meet.
+auto interleaved = ctg::kernel<"interleaved">([](auto x, auto y) {
+  return ctg::range(x.size(), [=](auto i) { return ctg::block(y[2 * i] = x[i], y[2 * i + 1] = x[i] * x[i]); });
+});
+// An ndrange over (i, j) storing into row i only.
+auto row_of_grid = ctg::kernel<"row_of_grid">([](auto g, auto y) {
+  return ctg::ndrange(g.shape(0_c), g.shape(1_c), [=](auto i, auto j) { return y[i] = g(i, j); });
+});
+auto whole_grid = ctg::kernel<"whole_grid">([](auto g, auto h) {
+  return ctg::ndrange(g.shape(0_c), g.shape(1_c), [=](auto i, auto j) { return h(i, j) = 3.0 * g(i, j); });
+});
+// A nested loop whose stores every outer iteration repeats.
+auto nested_slots = ctg::kernel<"nested_slots">([](auto x, auto y) {
+  return ctg::range(x.size(), [=](auto i) { return ctg::serial_range(3, [=](auto j) { return y[j] = x[i] * j; }); });
+});
+// One component of one element, from every iteration.
+auto one_component = ctg::kernel<"one_component">([](auto x, auto v) {
+  return ctg::range(x.size(), [=](auto i) { return v[0][0_c] = x[i]; });
+});
+auto own_components = ctg::kernel<"own_components">([](auto x, auto v) {
+  return ctg::range(x.size(), [=](auto i) { return ctg::block(v[i][0_c] = x[i], v[i][1_c] = x[i] * x[i]); });
+});
+
+// Not judged: a store under a condition on the index, a store through an
+// index field, and the serial loop, whose adjoint runs the iterations in
+// reverse order.
+auto square_of_last = ctg::kernel<"square_of_last">([](auto x, auto loss) {
+  return ctg::range(x.size(), [=](auto i) { return ctg::if_(i == x.size() - 1, loss() = x[i] * x[i]); });
+});
+auto permuted = ctg::kernel<"permuted">([](auto x, auto p, auto y) {
+  return ctg::range(x.size(), [=](auto i) { return y[p[i]] = x[i] * x[i]; });
+});
+auto serial_last = ctg::kernel<"serial_last">([](auto x, auto loss) {
+  return ctg::serial_range(x.size(), [=](auto i) { return loss() = x[i] * x[i]; });
+});
+
+vec_t values(std::initializer_list<double> v, char const* name) {
+  vec_t f({int(v.size())}, {.name = name});
+  f.copy_from(std::vector<double>(v));
+  return f;
+}
+
+// The message of the autodiff_error that fn throws ("" when none).
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (ctg::autodiff_error const& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("CTG-AD-013 at compile time: a store every iteration repeats, with a known trip count") {
+  constexpr auto four = report_of<decltype(four_squares), vec_t, scal_t>();
+  CHECK(four.has(ctg::finding::parallel_store_conflict));
+  CHECK(four.items[0].param == 1);
+  // One iteration: nothing to conflict with.
+  CHECK(report_of<decltype(one_square), vec_t, scal_t>().ok());
+  // Disjoint for any extent, so decided now.
+  constexpr auto own = report_of<decltype(whole_grid), grid_t, grid_t>();
+  CHECK(own.ok());
+  CHECK(own.undecided == 0);
+  constexpr auto slots = report_of<decltype(interleaved), vec_t, vec_t>();
+  CHECK(slots.ok());
+  CHECK(slots.undecided == 0);
+  constexpr auto components = report_of<decltype(own_components), vec_t, pair_t>();
+  CHECK(components.ok());
+  CHECK(components.undecided == 0);
+}
+
+TEST_CASE("CTG-AD-013 at launch: the conflict depends on the extents") {
+  scal_t loss({.name = "loss"});
+  // Undecided until the extents are known.
+  CHECK(report_of<decltype(last_square), vec_t, scal_t>().ok());
+  CHECK(report_of<decltype(last_square), vec_t, scal_t>().undecided > 0);
+
+  vec_t single = values({0.5}, "single");
+  last_square(single, loss);
+  loss.grad().at() = 1.0;
+  last_square.grad(single, loss);
+  CHECK(single.grad().at(0) == doctest::Approx(1.0));
+
+  vec_t x = values({0.1, 0.2, 0.3}, "x");
+  last_square(x, loss);
+  loss.grad().at() = 1.0;
+  std::string const what = error_of([&] { last_square.grad(x, loss); });
+  CHECK(what.find("CTG-AD-013") != std::string::npos);
+  CHECK(what.find("kernel 'last_square'") != std::string::npos);
+  CHECK(what.find("field 'loss'") != std::string::npos);
+  CHECK(x.grad().at(0) == 0.0);  // the adjoint did not run
+  CHECK(x.grad().at(2) == 0.0);
+
+  // Recorded on a tape, the forward launch is refused.
+  scal_t taped_loss({.name = "taped_loss"});
+  std::string taped;
+  {
+    ctg::tape tape(taped_loss);
+    taped = error_of([&] { last_square(x, loss); });
+  }
+  CHECK(taped.find("CTG-AD-013") != std::string::npos);
+  CHECK(taped.find("recorded on a tape") != std::string::npos);
+}
+
+TEST_CASE("CTG-AD-013 at launch: neighbours, a store against an accumulation, rows, nested slots, a component") {
+  vec_t x = values({0.1, 0.2, 0.3, 0.4}, "x");
+  vec_t y({8}, {.name = "y"});
+  grid_t g({3, 2}, {.name = "g"});
+  pair_t v({4}, {.name = "v"});
+  CHECK(error_of([&] { both_neighbours.grad(x, y); }).find("CTG-AD-013") != std::string::npos);
+  CHECK(error_of([&] { store_and_add.grad(x, y); }).find("CTG-AD-013") != std::string::npos);
+  CHECK(error_of([&] { row_of_grid.grad(g, y); }).find("field 'y'") != std::string::npos);
+  CHECK(error_of([&] { nested_slots.grad(x, y); }).find("CTG-AD-013") != std::string::npos);
+  CHECK(error_of([&] { one_component.grad(x, v); }).find("field 'v'") != std::string::npos);
+  // The same kernels where no two iterations meet run.
+  vec_t two = values({0.1, 0.2}, "two");
+  y.grad().fill(1.0);
+  CHECK(error_of([&] { both_neighbours.grad(two, y); }).empty());  // one iteration
+  CHECK(two.grad().at(0) == doctest::Approx(3.0));
+  grid_t column({3, 1}, {.name = "column"});
+  CHECK(error_of([&] { row_of_grid.grad(column, y); }).empty());
+}
+
+TEST_CASE("stores CTG-AD-013 does not judge keep exact gradients") {
+  vec_t x = values({0.3, -0.7, 1.1, 0.5}, "x");
+  scal_t loss({.name = "loss"});
+
+  square_of_last(x, loss);
+  CHECK(loss.at() == doctest::Approx(0.25));
+  loss.grad().at() = 1.0;
+  square_of_last.grad(x, loss);
+  CHECK(x.grad().at(0) == 0.0);
+  CHECK(x.grad().at(2) == 0.0);
+  CHECK(x.grad().at(3) == doctest::Approx(1.0));
+
+  x.zero_grad();
+  serial_last(x, loss);
+  CHECK(loss.at() == doctest::Approx(0.25));
+  loss.grad().at() = 2.0;
+  serial_last.grad(x, loss);
+  CHECK(x.grad().at(0) == 0.0);
+  CHECK(x.grad().at(1) == 0.0);
+  CHECK(x.grad().at(2) == 0.0);
+  CHECK(x.grad().at(3) == doctest::Approx(2.0));
+
+  // A permutation: every slot is stored once.
+  index_t p({4}, {.name = "p"});
+  p.copy_from(std::vector<int>{2, 0, 3, 1});
+  vec_t y({4}, {.name = "y"});
+  permuted(x, p, y);
+  CHECK(y.at(2) == doctest::Approx(0.09));
+  x.zero_grad();
+  y.grad().copy_from(std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  permuted.grad(x, p, y);
+  double const want[] = {2 * 0.3 * 3.0, 2 * -0.7 * 1.0, 2 * 1.1 * 4.0, 2 * 0.5 * 2.0};
+  for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(want[i]));
+}
