@@ -263,3 +263,63 @@ TEST_CASE("select routes the gradient to the chosen side only") {
     CHECK(x.grad().at(i) == Approx(want).epsilon(1e-14));
   }
 }
+
+TEST_CASE("binary math on vectors: coefficient by coefficient, a scalar operand broadcast; adjoint and tangent") {
+  using v3 = Eigen::Vector3d;
+  v3 const av(0.5, 1.2, 3.0), bv(0.3, -0.7, 1.1), da(1.0, -0.5, 2.0), db(-1.5, 0.25, 0.75);
+  double const s = 0.9, ds = 0.4;
+  ctg::field<v3, 0, ctg::grad | ctg::dual> a({.name = "a"}), b({.name = "b"});
+  ctg::field<double, 0, ctg::grad | ctg::dual> c({.name = "c"});
+  ctg::field<v3, 1, ctg::grad | ctg::dual> y({5}, {.name = "y"});
+  a.at() = av;
+  b.at() = bv;
+  c.at() = s;
+  auto k = ctg::kernel<"vector_binary">([](auto a, auto b, auto c, auto y) {
+    return ctg::block(y[0] = ctg::pow(a(), b()), y[1] = ctg::atan2(a(), b()), y[2] = ctg::max(a(), b()),
+                      y[3] = ctg::min(a(), c()), y[4] = ctg::clamp(a(), b(), ctg::vec(1.0, 1.0, 1.0)));
+  });
+  // The closed forms, coefficient by coefficient: d/da and d/db of each output.
+  v3 const seed[5] = {v3(1.0, 2.0, -1.0), v3(0.5, -1.0, 3.0), v3(2.0, 1.0, 1.0), v3(-1.0, 1.5, 0.5), v3(1.0, 1.0, 4.0)};
+  v3 da_of[5], db_of[5];
+  double dc = 0;
+  for (int q = 0; q < 3; ++q) {
+    double const x = av(q), z = bv(q), r2 = x * x + z * z;
+    da_of[0](q) = z * std::pow(x, z - 1);
+    db_of[0](q) = std::pow(x, z) * std::log(x);
+    da_of[1](q) = z / r2;
+    db_of[1](q) = -x / r2;
+    da_of[2](q) = x > z ? 1.0 : 0.0;
+    db_of[2](q) = x > z ? 0.0 : 1.0;
+    da_of[3](q) = x < s ? 1.0 : 0.0;
+    db_of[3](q) = 0.0;
+    dc += (x < s ? 0.0 : 1.0) * seed[3](q);
+    double const lifted = x > z ? x : z;  // clamp(x, lo, 1) = min(max(x, lo), 1)
+    da_of[4](q) = lifted < 1.0 ? (x > z ? 1.0 : 0.0) : 0.0;
+    db_of[4](q) = lifted < 1.0 ? (x > z ? 0.0 : 1.0) : 0.0;
+  }
+  k(a, b, c, y);
+  CHECK(y.at(0).isApprox(v3(std::pow(0.5, 0.3), std::pow(1.2, -0.7), std::pow(3.0, 1.1)), 1e-14));
+  for (int o = 0; o < 5; ++o) y.grad().at(o) = seed[o];
+  k.grad(a, b, c, y);
+  v3 want_a = v3::Zero(), want_b = v3::Zero();
+  for (int o = 0; o < 5; ++o) {
+    want_a += seed[o].cwiseProduct(da_of[o]);
+    want_b += seed[o].cwiseProduct(db_of[o]);
+  }
+  CHECK(a.grad().at().isApprox(want_a, 1e-13));
+  CHECK(b.grad().at().isApprox(want_b, 1e-13));
+  CHECK(c.grad().at() == Approx(dc).epsilon(1e-13));
+
+  // Forward mode: the tangent of each output along (da, db, ds).
+  a.dual().at() = da;
+  b.dual().at() = db;
+  c.dual().at() = ds;
+  k.fwd(a, b, c, y);
+  for (int o = 0; o < 5; ++o) {
+    CAPTURE(o);
+    v3 want = da_of[o].cwiseProduct(da) + db_of[o].cwiseProduct(db);
+    if (o == 3)
+      for (int q = 0; q < 3; ++q) want(q) += (av(q) < s ? 0.0 : 1.0) * ds;
+    CHECK(y.dual().at(o).isApprox(want, 1e-13));
+  }
+}

@@ -286,34 +286,100 @@ struct rule<ir::fn::div> {
   }
 };
 
-template <>
-struct rule<ir::fn::atan2> {
+// Binary operations acting coefficient by coefficient, a scalar operand
+// broadcast over a matrix one (as ir::fn's zip_coeffs computes them). Rule R
+// gives the adjoint and the tangent of one coefficient, in scalars
+// (coeff_vjp<K>(g, x, y), coeff_jvp(x, y, dx, dy)); these apply it to every
+// entry and sum a broadcast operand's adjoint over the entries it met.
+template <class A, class B>
+using cwise_scalar_t = std::common_type_t<scalar_of_t<A>, scalar_of_t<B>>;
+
+// Entry (r, c) of a matrix, or the scalar itself.
+template <class X>
+CTG_HOST_DEVICE auto entry_or_self(X const& x, [[maybe_unused]] int r, [[maybe_unused]] int c) {
+  if constexpr (is_eigen_fixed_v<X>)
+    return x(r, c);
+  else
+    return x;
+}
+
+template <class R, int K, class G, class A, class B>
+CTG_HOST_DEVICE auto cwise_vjp(G const& g, A const& a, B const& b) {
+  using S = cwise_scalar_t<operand_t<A>, operand_t<B>>;
+  if constexpr (!is_eigen_fixed_v<G>) {
+    return R::template coeff_vjp<K>(S(g), S(a), S(b));
+  } else {
+    G out;
+    CTG_UNROLL
+    for (int r = 0; r < int(G::RowsAtCompileTime); ++r) {
+      CTG_UNROLL
+      for (int c = 0; c < int(G::ColsAtCompileTime); ++c)
+        out(r, c) = R::template coeff_vjp<K>(S(g(r, c)), S(entry_or_self(a, r, c)), S(entry_or_self(b, r, c)));
+    }
+    return reduce_to<std::conditional_t<K == 0, operand_t<A>, operand_t<B>>>(out);
+  }
+}
+
+template <class R, class V, class D>
+CTG_HOST_DEVICE auto cwise_jvp(V const& v, D const& d) {
+  using A = std::remove_cvref_t<decltype(detail::get<0>(v))>;
+  using B = std::remove_cvref_t<decltype(detail::get<1>(v))>;
+  using S = cwise_scalar_t<A, B>;
+  auto const& a = detail::get<0>(v);
+  auto const& b = detail::get<1>(v);
+  auto const& da = detail::get<0>(d);
+  auto const& db = detail::get<1>(d);
+  if constexpr (!is_eigen_fixed_v<A> && !is_eigen_fixed_v<B>) {
+    return R::coeff_jvp(S(a), S(b), S(da), S(db));
+  } else {
+    using M = std::conditional_t<is_eigen_fixed_v<A>, A, B>;  // the value's type (zip_coeffs)
+    M out;
+    CTG_UNROLL
+    for (int r = 0; r < int(M::RowsAtCompileTime); ++r) {
+      CTG_UNROLL
+      for (int c = 0; c < int(M::ColsAtCompileTime); ++c)
+        out(r, c) = R::coeff_jvp(S(entry_or_self(a, r, c)), S(entry_or_self(b, r, c)), S(entry_or_self(da, r, c)),
+                                 S(entry_or_self(db, r, c)));
+    }
+    return out;
+  }
+}
+
+// The binary rules below, on scalars and coefficient by coefficient.
+template <class Self>
+struct cwise_binary_rule {
   template <int K>
   static constexpr bool needs(bool a0, bool a1) {
     return a0 || a1;
   }
-  template <int K, class G, class Y, class X>
-  CTG_HOST_DEVICE static auto vjp(G const& g, Y const& y, X const& x) {
-    auto const r2 = x * x + y * y;
+  template <int K, class G, class A, class B>
+  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
+    return cwise_vjp<Self, K>(g, a, b);
+  }
+  template <class V, class D>
+  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
+    return cwise_jvp<Self>(v, d);
+  }
+};
+
+template <>
+struct rule<ir::fn::atan2> : cwise_binary_rule<rule<ir::fn::atan2>> {
+  template <int K, class S>
+  CTG_HOST_DEVICE static S coeff_vjp(S g, S y, S x) {
+    S const r2 = x * x + y * y;
     if constexpr (K == 0)
       return g * x / r2;
     else
       return -g * y / r2;
   }
-  template <class V, class D>
-  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
-    auto const& y = detail::get<0>(v);
-    auto const& x = detail::get<1>(v);
-    return (x * detail::get<0>(d) - y * detail::get<1>(d)) / (x * x + y * y);
+  template <class S>
+  CTG_HOST_DEVICE static S coeff_jvp(S y, S x, S dy, S dx) {
+    return (x * dy - y * dx) / (x * x + y * y);
   }
 };
 
 template <>
-struct rule<ir::fn::pow> {
-  template <int K>
-  static constexpr bool needs(bool a0, bool a1) {
-    return a0 || a1;
-  }
+struct rule<ir::fn::pow> : cwise_binary_rule<rule<ir::fn::pow>> {
   template <class S>
   CTG_HOST_DEVICE static S dx(S x, S y) {
     using std::pow;
@@ -324,48 +390,37 @@ struct rule<ir::fn::pow> {
     using std::pow, std::log;
     return x > S(0) ? pow(x, y) * log(x) : S(0);
   }
-  template <int K, class G, class X, class Y>
-  CTG_HOST_DEVICE static auto vjp(G const& g, X const& x, Y const& y) {
-    using S = std::common_type_t<X, Y>;
+  template <int K, class S>
+  CTG_HOST_DEVICE static S coeff_vjp(S g, S x, S y) {
     if constexpr (K == 0)
-      return g * dx(S(x), S(y));
+      return g * dx(x, y);
     else
-      return g * dy(S(x), S(y));
+      return g * dy(x, y);
   }
-  template <class V, class D>
-  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
-    using S = std::common_type_t<std::remove_cvref_t<decltype(detail::get<0>(v))>,
-                                 std::remove_cvref_t<decltype(detail::get<1>(v))>>;
-    S const x = detail::get<0>(v), y = detail::get<1>(v);
-    return dx(x, y) * S(detail::get<0>(d)) + dy(x, y) * S(detail::get<1>(d));
+  template <class S>
+  CTG_HOST_DEVICE static S coeff_jvp(S x, S y, S tx, S ty) {
+    return dx(x, y) * tx + dy(x, y) * ty;
   }
 };
 
-// min/max pick one operand; ties go to the second (as Quadrants does).
+// min/max pick one operand; ties go to the second (as Quadrants does). The
+// operand not picked gets an exact zero, whatever the adjoint holds.
 template <bool Max>
-struct pick_rule {
-  template <int K>
-  static constexpr bool needs(bool a0, bool a1) {
-    return a0 || a1;
-  }
-  template <class A, class B>
-  CTG_HOST_DEVICE static bool first_wins(A const& a, B const& b) {
+struct pick_rule : cwise_binary_rule<pick_rule<Max>> {
+  template <class S>
+  CTG_HOST_DEVICE static bool first_wins(S a, S b) {
     if constexpr (Max)
       return a > b;
     else
       return a < b;
   }
-  template <int K, class G, class A, class B>
-  CTG_HOST_DEVICE static auto vjp(G const& g, A const& a, B const& b) {
-    using S = std::remove_cvref_t<G>;
-    bool const first = first_wins(a, b);
-    return (K == 0) == first ? g : S(0);
+  template <int K, class S>
+  CTG_HOST_DEVICE static S coeff_vjp(S g, S a, S b) {
+    return (K == 0) == first_wins(a, b) ? g : S(0);
   }
-  template <class V, class D>
-  CTG_HOST_DEVICE static auto jvp(V const& v, D const& d) {
-    using S = std::common_type_t<std::remove_cvref_t<decltype(detail::get<0>(d))>,
-                                 std::remove_cvref_t<decltype(detail::get<1>(d))>>;
-    return first_wins(detail::get<0>(v), detail::get<1>(v)) ? S(detail::get<0>(d)) : S(detail::get<1>(d));
+  template <class S>
+  CTG_HOST_DEVICE static S coeff_jvp(S a, S b, S da, S db) {
+    return first_wins(a, b) ? da : db;
   }
 };
 template <>
