@@ -228,3 +228,30 @@ TEST_CASE("serial_range reads the tangent an earlier iteration wrote; -= and com
   CHECK(pair.dual().at()(1) == 0.25);  // untouched component keeps its tangent
   CHECK(pair.at()(1) == 6.0);
 }
+
+TEST_CASE("an accumulation that reads its own element: the tangent uses the value it read") {
+  // a' = a + a b (and a - sin(a) b): the tangent is da (1 + b) + a db, with a as it was before the statement.
+  std::vector<double> const av{0.5, -1.25, 2.0}, bv{2.0, 0.75, -0.5}, dav{0.3, -1.0, 0.25}, dbv{0.7, 0.5, 2.0};
+  ctg::field<double, 1, ctg::dual> a({3}, {.name = "a"}), b({3}, {.name = "b"}), c({3}, {.name = "c"});
+  ctg::field<double, 0, ctg::dual> s({.name = "s"});
+  auto k = ctg::kernel<"grow">([](auto a, auto b, auto c, auto s) {
+    return ctg::block(ctg::range(a.size(), [=](auto i) { return ctg::block(a[i] += a[i] * b[i], c[i] -= ctg::sin(c[i]) * b[i]); }),
+                      s() += s() * b[0]);
+  });
+  a.copy_from(av);
+  c.copy_from(av);
+  b.copy_from(bv);
+  s.at() = av[0];
+  a.dual().copy_from(dav);
+  c.dual().copy_from(dav);
+  b.dual().copy_from(dbv);
+  s.dual().at() = dav[0];
+  k.fwd(a, b, c, s);
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(a.at(i) == Approx(av[i] + av[i] * bv[i]).epsilon(1e-15));
+    CHECK(a.dual().at(i) == Approx(dav[i] * (1 + bv[i]) + av[i] * dbv[i]).epsilon(1e-14));
+    CHECK(c.dual().at(i) == Approx(dav[i] * (1 - std::cos(av[i]) * bv[i]) - std::sin(av[i]) * dbv[i]).epsilon(1e-14));
+  }
+  CHECK(s.dual().at() == Approx(dav[0] * (1 + bv[0]) + av[0] * dbv[0]).epsilon(1e-14));
+}

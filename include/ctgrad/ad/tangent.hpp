@@ -215,14 +215,18 @@ struct tangent {
   }
   template <class Fr, atomic_kind K, class L, class E>
   CTG_HOST_DEVICE static void exec(node<op::atomic<K>, L, E> const& n, Fr& f) {
-    forward::eval(n, f);
     if constexpr (writes_dual<L>() && (K == atomic_kind::add || K == atomic_kind::sub)) {
       // (min and max into a tangent field never launch: k.fwd reports CTG-AD-008 first)
+      // The right-hand side's value and tangent are both taken before the
+      // element changes: in a[i] += a[i] * b[i] they read a[i] as it was.
+      auto const r = eval(kid<1>(n), f);
+      forward::template accumulate_value<K>(kid<0>(n), r.v, f);
       auto* d = written_dual(kid<0>(n), f);
       if (d == nullptr) return;
       using P = std::remove_pointer_t<decltype(d)>;
-      auto const r = eval(kid<1>(n), f);
       forward::template accumulate<K>(f, d, convert<P>(r.d));
+    } else {
+      forward::eval(n, f);
     }
   }
   template <class Fr, int Site, class L, class E>

@@ -266,13 +266,19 @@ struct forward {
 
   template <class Fr, atomic_kind K, class L, class E>
   CTG_HOST_DEVICE static void eval(node<op::atomic<K>, L, E> const& n, Fr& f) {
-    auto const v = eval(kid<1>(n), f);
+    accumulate_value<K>(kid<0>(n), eval(kid<1>(n), f), f);
+  }
+  // Accumulates v, already computed, into the element lhs names (the
+  // tangent pass computes the right-hand side's value and tangent first,
+  // before the accumulation changes an element they may read).
+  template <atomic_kind K, class Fr, class L, class V>
+  CTG_HOST_DEVICE static void accumulate_value(L const& lhs, V const& v, Fr& f) {
     if constexpr (constexpr int slot = partial_index<Fr, L>(); slot >= 0) {
       // A privatised reduction (reduction.hpp): the thread's own partial sum.
       add_to_partial<K, L>(detail::get<slot>(f.partials), f.used[slot], v);
     } else {
       constexpr int param = written_access<L>::type::op_type::param;
-      accumulate_at<K, owned_field<Fr, param>(), banded_field<Fr, param>()>(kid<0>(n), v, f);
+      accumulate_at<K, owned_field<Fr, param>(), banded_field<Fr, param>()>(lhs, v, f);
     }
   }
   template <atomic_kind K, class L, class T, class V>
