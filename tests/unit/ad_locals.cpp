@@ -214,3 +214,28 @@ TEST_CASE("a local shared by a plain statement offload and a loop in the same ke
   CHECK(s.grad().at() == Approx(sumx2 * 2 * 0.9 * tv).epsilon(1e-13));
   CHECK(t.grad().at() == 0.0);
 }
+
+TEST_CASE("a let whose lambda returns a value is that value: an expression, or a let nested in it") {
+  std::vector<double> const xv{0.3, -0.8, 1.1};
+  ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"}), y({3}, {.name = "y"}), z({3}, {.name = "z"});
+  x.copy_from(xv);
+  // y = v sin(v) with v = 2x; z = w^2 with w = 3x + 1, the inner let built in the outer one's lambda.
+  auto k = ctg::kernel<"value_lets">([](auto x, auto y, auto z) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::block(
+          y[i] = ctg::let(2.0 * x[i], [=](auto v) { return ctg::let(ctg::sin(v), [=](auto s) { return v * s; }); }),
+          z[i] = 1.0 + ctg::let(3.0 * x[i], [=](auto u) { return ctg::let(u + 1.0, [=](auto w) { return w * w; }); }));
+    });
+  });
+  k(x, y, z);
+  y.grad().fill(1.0);
+  z.grad().fill(0.5);
+  k.grad(x, y, z);
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    double const v = 2 * xv[i], w = 3 * xv[i] + 1;
+    CHECK(y.at(i) == Approx(v * std::sin(v)).epsilon(1e-14));
+    CHECK(z.at(i) == Approx(1 + w * w).epsilon(1e-14));
+    CHECK(x.grad().at(i) == Approx(2 * (std::sin(v) + v * std::cos(v)) + 0.5 * 6 * w).epsilon(1e-13));
+  }
+}

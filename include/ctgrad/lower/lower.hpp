@@ -437,7 +437,7 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     auto body = p.body(lvalue<node<op::local<first + int(Is), value_t<detail::tuple_element_t<Is, init_tuple>>>>>{}...);
     static_assert(dsl_statement<decltype(body)>,
-                  "CTG-EXPR-010 a let body must return a statement, or a block ending in ctg::result(e)");
+                  "CTG-EXPR-010 a let body must return a statement, a value, or a block ending in ctg::result(e)");
     note_taken(body);
     using inner = with_next_slot<Ctx, first + int(sizeof...(Inits))>;
     auto lb = lower(inner{}, body);
@@ -446,6 +446,14 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
       auto parts = split_result(lb.ir);
       auto out = rebuild(op::let_value<first + int(Is)...>{}, detail::get<Is>(inits)...,
                          detail::get<0>(parts), detail::get<1>(parts));
+      return lowered<decltype(out), decltype(lb)::next_slot>{out};
+    } else if constexpr (!is_statement_v<LB>) {
+      // The lambda returns a value (an expression, or a let that is one):
+      // the let yields it, as if written ctg::block(ctg::result(e)). Its
+      // block holds one `nothing`, which marks it for the statement
+      // position, where a bare value is a mistake (normalize.hpp).
+      auto out = rebuild(op::let_value<first + int(Is)...>{}, detail::get<Is>(inits)...,
+                         rebuild(op::block{}, node<op::nothing>{}), lb.ir);
       return lowered<decltype(out), decltype(lb)::next_slot>{out};
     } else {
       auto out = rebuild(op::let<first + int(Is)...>{}, detail::get<Is>(inits)..., lb.ir);

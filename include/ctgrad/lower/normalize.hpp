@@ -283,6 +283,10 @@ constexpr auto hoist(S const& s) {
     // lower.hpp, is one: like a func whose body is a let-block, its value is
     // dropped.)
     return [&]<int... Slots, class... LK>(node<op::let_value<Slots...>, LK...> const& l) {
+      using block_t = detail::tuple_element_t<sizeof...(Slots), detail::tuple<LK...>>;
+      static_assert(!std::is_same_v<block_t, node<op::block, node<op::nothing>>>,
+                    "CTG-EXPR-010 a let whose lambda returns a value is used where a statement is expected: "
+                    "the value would be dropped (did you mean to store it: f[i] = ctg::let(...)?)");
       return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         return hoist(rebuild(op::let<Slots...>{}, detail::get<Is>(l.kids)..., detail::get<sizeof...(Slots)>(l.kids)));
       }(std::make_index_sequence<sizeof...(Slots)>{});
