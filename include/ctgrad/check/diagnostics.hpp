@@ -252,7 +252,8 @@ struct first_diagnostic {
 
 #define CTG_IMPL_MSG_EXPR_010_RETURN \
   "CTG-EXPR-010 a loop body returns nothing: did you forget the return? Write [=](auto i) { return y[i] = "\
-  "...; } (a loop body returns its statement)"
+  "...; } (a loop body returns its statement). If another error points into the body, fix that one first: "\
+  "a body that does not compile returns nothing either"
 
 template <class Misuse, class Where>
 struct misuse_diagnostic {

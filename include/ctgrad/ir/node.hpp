@@ -31,6 +31,17 @@ struct node {
   constexpr auto operator[](I k) const;
   template <class R, class C>
   constexpr auto operator()(R r, C c) const;
+
+  // While the lambda builds the kernel a value is a tree, not a number, so
+  // C++'s if, ?: and && cannot branch on it. Defined (and failing) only when
+  // such a branch uses it, with the way to write it instead.
+  constexpr explicit operator bool() const {
+    static_assert(detail::dependent_false<Op>,
+                  "CTG-EXPR-016 C++'s if, ?:, && or || on a kernel value: while the kernel is built, a value is "
+                  "an expression, not a number. Fix: ctg::select(c, a, b) for a value, ctg::if_(c, then, "
+                  "otherwise) for statements, and ctg::min, ctg::max, ctg::sin, ... instead of std:: functions");
+    return false;
+  }
 };
 
 template <class T>
