@@ -239,3 +239,34 @@ TEST_CASE("a let whose lambda returns a value is that value: an expression, or a
     CHECK(x.grad().at(i) == Approx(2 * (std::sin(v) + v * std::cos(v)) + 0.5 * 6 * w).epsilon(1e-13));
   }
 }
+
+TEST_CASE("a func's element argument keeps the value it had at the call when the func writes that field") {
+  // a = u[i] is passed as an element; the func stores u[i] = 3a first and reads a after.
+  auto scale_then_square = ctg::func<"scale_then_square">([](auto u, auto y, auto i, auto a) {
+    return ctg::block(u[i] = a * 3.0, y[i] = a * a + ctg::sin(a));
+  });
+  auto k = ctg::kernel<"call_in_place">([=](auto u, auto y) {
+    return ctg::range(u.size(), [=](auto i) { return scale_then_square(u, y, i, u[i]); });
+  });
+  auto total = ctg::kernel<"total">([](auto y, auto u, auto loss) {
+    return ctg::range(y.size(), [=](auto i) { return loss() += y[i] + 0.5 * u[i]; });
+  });
+  std::vector<double> const uv{2.0, -0.5, 1.25};
+  ctg::field<double, 1, ctg::grad> u({3}, {.name = "u"}), y({3}, {.name = "y"});
+  ctg::field<double, 0, ctg::grad> loss({.name = "loss"});
+  u.copy_from(uv);
+  {
+    ctg::tape tape(loss);
+    k(u, y);
+    total(y, u, loss);
+    tape.backward();
+  }
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    double const a = uv[i];
+    CHECK(u.at(i) == Approx(3 * a).epsilon(1e-15));
+    CHECK(y.at(i) == Approx(a * a + std::sin(a)).epsilon(1e-15));
+    // loss = sum (a^2 + sin a) + 0.5 * 3a: d/da = 2a + cos a + 1.5.
+    CHECK(u.grad().at(i) == Approx(2 * a + std::cos(a) + 1.5).epsilon(1e-13));
+  }
+}

@@ -472,7 +472,9 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
 // Passed as they are: field parameters, leaves (numbers, locals, loop
 // indices, extents), plain field loads, statements, and integer expressions
 // without statements, which stay visible to the index analyses of the checks
-// (a func's u[i + 1] must still be seen as the element next to u[i]).
+// (a func's u[i + 1] must still be seen as the element next to u[i]). A plain
+// load is bound after all when the func writes its field: read again after
+// the write, it would not be the value the call passed.
 template <class N>
 struct binds_as_argument : std::false_type {};
 template <class Op, class... K>
@@ -488,15 +490,53 @@ struct binds_as_argument<node<Op, K...>> {
 // Binding pays where a call runs per iteration (Binds); a call at the top
 // level of a kernel runs once, and a statement func there may hold the
 // kernel's parallel loop, which must stay at the top to be offloaded.
-template <bool Binds, int First, class... A>
+// Rebind: a mask of the arguments bound as well (plain loads the func's body
+// writes over, loads_written_over below).
+template <bool Binds, int First, unsigned long long Rebind = 0, class... A>
 constexpr auto argument_slots(detail::tuple<A...> const*) {
   std::array<int, sizeof...(A) + 1> slots{};
   int next = First;
   [[maybe_unused]] std::size_t i = 0;
-  ((slots[i++] = Binds && binds_as_argument<A>::value ? next++ : -1), ...);
+  ((slots[i] = Binds && (binds_as_argument<A>::value || (Rebind >> i & 1)) ? next++ : -1, ++i), ...);
   slots[sizeof...(A)] = next;
   return slots;
 }
+
+// Whether a lowered tree stores or accumulates into field parameter I.
+template <int I, class N>
+struct writes_param : std::false_type {};
+template <int I, class Op, class... K>
+struct writes_param<I, node<Op, K...>> : std::bool_constant<(writes_param<I, K>::value || ...)> {};
+template <int I, class L, class E>
+struct writes_param<I, node<op::store, L, E>>
+    : std::bool_constant<written_access<L>::type::op_type::param == I || writes_param<I, E>::value> {};
+template <int I, atomic_kind K, class L, class E>
+struct writes_param<I, node<op::atomic<K>, L, E>>
+    : std::bool_constant<written_access<L>::type::op_type::param == I || writes_param<I, E>::value> {};
+
+// The arguments passed as they are that are plain loads of a field the
+// lowered call Out writes (bit k: argument k).
+template <class Out, std::size_t N>
+struct loads_written_over {
+  template <class A>
+  static constexpr bool one() {
+    if constexpr (requires { typename A::op_type; }) {
+      if constexpr (is_access_op<typename A::op_type>)
+        return writes_param<A::op_type::param, Out>::value;
+      else
+        return false;
+    } else {
+      return false;
+    }
+  }
+  template <class... A>
+  static constexpr unsigned long long mask(std::array<int, N> const& slots, detail::tuple<A...> const*) {
+    unsigned long long m = 0;
+    std::size_t i = 0;
+    ((m |= (slots[i] < 0 && one<A>() ? 1ull << i : 0ull), ++i), ...);
+    return m;
+  }
+};
 
 // Positions of the bound arguments, in slot order.
 template <std::size_t Count, std::size_t N>
@@ -515,18 +555,16 @@ constexpr auto argument_as_passed(A const& a) {
     return node<op::local<Slot, value_t<A>>>{};
 }
 
-template <class Ctx, class Name, class F, class... Args>
-constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
-  auto r = lower_seq<Ctx>(p.args);
+// The call with its arguments in the slots Slots describes.
+template <class Ctx, auto Slots, int First, class Name, class F, class... Args, class LoweredArgs>
+constexpr auto lower_call(pending_call<Name, F, Args...> const& p, LoweredArgs const& args) {
   func_trace_scope<Name> const traced_in_func;  // what its body builds is the func's
-  using lowered_args = decltype(r.ir);
-  constexpr int first = decltype(r)::next_slot;
-  constexpr auto slots = argument_slots<Ctx::binds_arguments && (Ctx::level > 0), first>(
-      static_cast<lowered_args const*>(nullptr));
+  constexpr int first = First;
+  constexpr auto slots = Slots;
   constexpr std::size_t n_args = sizeof...(Args);
   constexpr int after_bound = slots[slots.size() - 1];
   auto body = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    return p.fn(argument_as_passed<slots[Is]>(detail::get<Is>(r.ir))...);
+    return p.fn(argument_as_passed<slots[Is]>(detail::get<Is>(args))...);
   }(std::make_index_sequence<n_args>{});
   static_assert(dsl_operand<decltype(body)> || dsl_statement<decltype(body)>,
                 "CTG-EXPR-010 a func must return a statement or a value expression");
@@ -544,12 +582,33 @@ constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
     constexpr auto bound = bound_arguments<std::size_t(after_bound - first)>(slots);
     auto out = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
       if constexpr (is_statement_v<decltype(scoped)>)
-        return rebuild(op::let<(first + int(Js))...>{}, detail::get<bound[Js]>(r.ir)..., scoped);
+        return rebuild(op::let<(first + int(Js))...>{}, detail::get<bound[Js]>(args)..., scoped);
       else
-        return rebuild(op::let_value<(first + int(Js))...>{}, detail::get<bound[Js]>(r.ir)..., rebuild(op::block{}),
+        return rebuild(op::let_value<(first + int(Js))...>{}, detail::get<bound[Js]>(args)..., rebuild(op::block{}),
                        scoped);
     }(std::make_index_sequence<bound.size()>{});
     return lowered<decltype(out), decltype(lb)::next_slot>{out};
+  }
+}
+
+template <class Ctx, class Name, class F, class... Args>
+constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
+  auto r = lower_seq<Ctx>(p.args);
+  using lowered_args = decltype(r.ir);
+  constexpr int first = decltype(r)::next_slot;
+  constexpr bool binds = Ctx::binds_arguments && (Ctx::level > 0);
+  constexpr auto slots = argument_slots<binds, first>(static_cast<lowered_args const*>(nullptr));
+  auto call = lower_call<Ctx, slots, first>(p, r.ir);
+  constexpr unsigned long long rebind =
+      binds ? loads_written_over<decltype(call.ir), slots.size()>::mask(slots, static_cast<lowered_args const*>(nullptr))
+            : 0ull;
+  if constexpr (rebind == 0) {
+    return call;
+  } else {
+    // Lowered again with those loads bound (the first lowering is discarded;
+    // the statements the func built were all taken, so the trace balances).
+    constexpr auto rebound = argument_slots<binds, first, rebind>(static_cast<lowered_args const*>(nullptr));
+    return lower_call<Ctx, rebound, first>(p, r.ir);
   }
 }
 
