@@ -6,6 +6,7 @@
 // closed forms.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 
 #include <ctgrad/ctgrad.hpp>
@@ -201,4 +202,76 @@ TEST_CASE("stores CTG-AD-013 does not judge keep exact gradients") {
   permuted.grad(x, p, y);
   double const want[] = {2 * 0.3 * 3.0, 2 * -0.7 * 1.0, 2 * 1.1 * 4.0, 2 * 0.5 * 2.0};
   for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(want[i]));
+}
+
+// ---- coefficients of one element ----------------------------------------------------------------
+// Accesses through components with compile-time indices (v[i][0_c]) touch one
+// coefficient: two of them that name different coefficients never meet, in
+// this rule (CTG-AD-013) and in CTG-AD-002 and CTG-AD-004.
+namespace {
+auto square_into_second = ctg::kernel<"square_into_second">([](auto w) {
+  return ctg::range(w.size(), [=](auto i) { return w[i][1_c] = w[i][0_c] * w[i][0_c]; });
+});
+auto square_in_place = ctg::kernel<"square_in_place">([](auto w) {
+  return ctg::range(w.size(), [=](auto i) { return w[i][1_c] = w[i][1_c] * w[i][1_c]; });
+});
+auto from_previous = ctg::kernel<"from_previous">([](auto w) {
+  return ctg::range(1, w.size(), [=](auto i) { return w[i][1_c] = ctg::sin(w[i - 1][0_c]) * w[i][0_c]; });
+});
+auto split_pairs = ctg::kernel<"split_pairs">([](auto x, auto v) {
+  return ctg::range(x.size() - 1, [=](auto i) { return ctg::block(v[i][0_c] = x[i], v[i + 1][1_c] = 2.0 * x[i]); });
+});
+auto first_twice = ctg::kernel<"first_twice">([](auto x, auto v) {
+  return ctg::range(x.size() - 1, [=](auto i) { return ctg::block(v[i][0_c] = x[i], v[i + 1][0_c] = 2.0 * x[i]); });
+});
+}  // namespace
+
+TEST_CASE("a read of one coefficient and a write of another: accepted, with the closed-form gradient") {
+  CHECK(report_of<decltype(square_into_second), pair_t>().ok());
+  CHECK(report_of<decltype(from_previous), pair_t>().ok());
+  // The same coefficient read, then overwritten: still CTG-AD-004.
+  CHECK(report_of<decltype(square_in_place), pair_t>().has(ctg::finding::overwritten_after_read));
+
+  pair_t w({3}, {.name = "w"});
+  for (int i = 0; i < 3; ++i) w.at(i) = Eigen::Vector2d(0.5 + i, -1.0);
+  square_into_second(w);
+  w.grad().fill(Eigen::Vector2d(0.25, 1.0));
+  square_into_second.grad(w);
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(w.at(i)(1) == doctest::Approx((0.5 + i) * (0.5 + i)));
+    CHECK(w.grad().at(i)(0) == doctest::Approx(0.25 + 2 * (0.5 + i)));
+    CHECK(w.grad().at(i)(1) == 0.0);
+  }
+}
+
+TEST_CASE("one iteration writes a coefficient the next one reads another of: the parallel adjoint is exact") {
+  int const n = 5000;  // enough iterations for the pool's threads
+  pair_t w({n}, {.name = "w"});
+  auto first = [](int i) { return 0.3 + 1e-4 * i; };
+  for (int i = 0; i < n; ++i) w.at(i) = Eigen::Vector2d(first(i), -0.2);
+  from_previous(w);
+  w.grad().fill(Eigen::Vector2d(0.0, 1.0));
+  from_previous.grad(w);
+  // w[i][1] = sin(w[i - 1][0]) w[i][0] for i >= 1, seeds 1 on every second coefficient.
+  for (int j : {0, 1, 2047, 2048, 4998, 4999}) {
+    CAPTURE(j);
+    double want = 0;
+    if (j + 1 < n) want += std::cos(first(j)) * first(j + 1);
+    if (j >= 1) want += std::sin(first(j - 1));
+    CHECK(w.grad().at(j)(0) == doctest::Approx(want).epsilon(1e-12));
+    CHECK(w.grad().at(j)(1) == (j == 0 ? 1.0 : 0.0));
+  }
+}
+
+TEST_CASE("CTG-AD-013 on coefficients: the same coefficient from two iterations conflicts, two different ones do not") {
+  CHECK(report_of<decltype(split_pairs), vec_t, pair_t>().ok());
+  CHECK(report_of<decltype(split_pairs), vec_t, pair_t>().undecided == 0);
+  vec_t x = values({0.1, 0.2, 0.3, 0.4}, "x");
+  pair_t v({4}, {.name = "v"});
+  CHECK(error_of([&] { first_twice.grad(x, v); }).find("CTG-AD-013") != std::string::npos);
+  split_pairs(x, v);
+  v.grad().fill(Eigen::Vector2d(1.0, 0.5));
+  split_pairs.grad(x, v);
+  for (int i = 0; i < 3; ++i) CHECK(x.grad().at(i) == doctest::Approx(1.0 + 2.0 * 0.5));
 }

@@ -131,6 +131,60 @@ constexpr auto const* node_ptr(Root const* root) {
   return root ? &node_at<Path>::get(*root) : static_cast<N const*>(nullptr);
 }
 
+// What an access touches of its element: the whole element, or one
+// coefficient through a component (v[i][0_c], m[i](1_c, 0_c)), whose
+// indices are compile-time constants (known) or values of the launch.
+struct coefficient {
+  bool whole = true;
+  bool known = false;
+  long long at[2] = {};
+};
+template <class N>
+struct constant_index {
+  static constexpr bool known = false;
+  static constexpr long long value = 0;
+};
+template <long long V>
+struct constant_index<node<op::constant<V>>> {
+  static constexpr bool known = true;
+  static constexpr long long value = V;
+};
+// The access at Path of Root: Parent is the node above it, P its place there.
+template <class Parent, std::size_t P>
+constexpr coefficient coefficient_below() {
+  if constexpr (std::is_same_v<typename Parent::op_type, op::component> && P == 0) {
+    coefficient c;
+    c.whole = false;
+    [&]<class V, class... I>(node<op::component, V, I...> const*) {
+      c.known = (constant_index<I>::known && ...);
+      int k = 0;
+      ((c.at[k++] = constant_index<I>::value), ...);
+    }(static_cast<Parent const*>(nullptr));
+    return c;
+  } else {
+    return coefficient{};
+  }
+}
+template <class Root, class Path>
+struct coefficient_at {
+  static constexpr coefficient value{};
+};
+template <class Root, std::size_t P>
+struct coefficient_at<Root, std::index_sequence<P>> {
+  static constexpr coefficient value = coefficient_below<Root, P>();
+};
+template <class Root, std::size_t P, std::size_t Q, std::size_t... Rest>
+struct coefficient_at<Root, std::index_sequence<P, Q, Rest...>>
+    : coefficient_at<node_at_t<Root, std::index_sequence<P>>, std::index_sequence<Q, Rest...>> {};
+// Whether two accesses touch different coefficients of whatever element they
+// share: both through components whose constant indices differ.
+constexpr bool coefficients_apart(coefficient a, coefficient b) {
+  return !a.whole && !b.whole && a.known && b.known && (a.at[0] != b.at[0] || a.at[1] != b.at[1]);
+}
+template <class RootA, class PathA, class RootB, class PathB>
+inline constexpr bool coefficients_apart_v =
+    coefficients_apart(coefficient_at<RootA, PathA>::value, coefficient_at<RootB, PathB>::value);
+
 template <class Acc>
 constexpr bool differentiable_access() {
   using Op = typename Acc::op_type;
@@ -377,6 +431,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     using body = typename view<K>::body;
     using SA = typename SI::access;
     using LA = typename LJ::access;
+    if constexpr (coefficients_apart_v<body, typename SI::path, body, typename LJ::path>) return {verdict::ok, false};
     auto const* b = body_ptr<K>(offs);
     auto const* s = node_ptr<body, typename SI::path>(b);
     auto const* l = node_ptr<body, typename LJ::path>(b);
@@ -509,26 +564,17 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
       : std::bool_constant<is_if_op<typename Root::op_type> || is_while_op<typename Root::op_type> ||
                            conditional_path<node_at_t<Root, std::index_sequence<P>>,
                                             std::index_sequence<Rest...>>::value> {};
-  // Whether the access at Path is written through a component (v[i][0_c]):
-  // its parent is a component node.
-  template <class Root, class Path>
-  struct through_component : std::false_type {};
-  template <class Root, std::size_t P>
-  struct through_component<Root, std::index_sequence<P>> : std::bool_constant<std::is_same_v<typename Root::op_type, op::component>> {};
-  template <class Root, std::size_t P, std::size_t Q, std::size_t... Rest>
-  struct through_component<Root, std::index_sequence<P, Q, Rest...>>
-      : through_component<node_at_t<Root, std::index_sequence<P>>, std::index_sequence<Q, Rest...>> {};
-
   template <std::size_t K, class SI, class WJ>
   static constexpr pair_verdict d5_verdict(offloads_t const* offs, Args const* args, bool at_launch) {
     using body = typename view<K>::body;
-    // A component store names the element, not the component: two stores of
-    // different components would look alike, so only a component store
-    // against itself is compared.
-    constexpr bool component = through_component<body, typename SI::path>::value ||
-                               through_component<body, typename WJ::path>::value;
+    // Writes of different coefficients never meet; one whose coefficient
+    // only the launch knows (v[i][k]) is compared only with itself.
+    constexpr coefficient cs = coefficient_at<body, typename SI::path>::value;
+    constexpr coefficient cw = coefficient_at<body, typename WJ::path>::value;
+    constexpr bool some_coefficient = (!cs.whole && !cs.known) || (!cw.whole && !cw.known);
     if constexpr (conditional_path<body, typename SI::path>::value ||
-                  conditional_path<body, typename WJ::path>::value || (component && !std::is_same_v<SI, WJ>)) {
+                  conditional_path<body, typename WJ::path>::value || coefficients_apart(cs, cw) ||
+                  (some_coefficient && !std::is_same_v<SI, WJ>)) {
       return {verdict::ok, false};
     } else {
       auto const* b = body_ptr<K>(offs);
@@ -607,6 +653,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     using SJ = detail::tuple_element_t<J, typename to_tuple<events<B>>::type>;
     using bodyA = typename view<A>::body;
     using bodyB = typename view<B>::body;
+    if constexpr (coefficients_apart_v<bodyB, typename SJ::path, bodyA, typename LI::path>) return {verdict::ok, false};
     auto const* s = node_ptr<bodyB, typename SJ::path>(body_ptr<B>(offs));
     auto const* l = node_ptr<bodyA, typename LI::path>(body_ptr<A>(offs));
     constexpr int rank = std::remove_pointer_t<decltype(s)>::arity;

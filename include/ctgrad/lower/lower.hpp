@@ -599,9 +599,9 @@ constexpr auto lower(Ctx, pending_call<Name, F, Args...> const& p) {
   constexpr bool binds = Ctx::binds_arguments && (Ctx::level > 0);
   constexpr auto slots = argument_slots<binds, first>(static_cast<lowered_args const*>(nullptr));
   auto call = lower_call<Ctx, slots, first>(p, r.ir);
+  using written_over = loads_written_over<decltype(call.ir), slots.size()>;
   constexpr unsigned long long rebind =
-      binds ? loads_written_over<decltype(call.ir), slots.size()>::mask(slots, static_cast<lowered_args const*>(nullptr))
-            : 0ull;
+      binds ? written_over::mask(slots, static_cast<lowered_args const*>(nullptr)) : 0ull;
   if constexpr (rebind == 0) {
     return call;
   } else {
