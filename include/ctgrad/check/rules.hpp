@@ -422,6 +422,20 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     }(std::make_index_sequence<Acc::arity>{});
   }
 
+  // Two different iterations of an offload loop of Axes axes, as the cases
+  // of a pair: the first axis where they differ, in either direction.
+  template <int Axes>
+  static constexpr std::array<relations, 2 * Axes> distinct_iterations() {
+    std::array<relations, 2 * Axes> cases{};
+    for (int a = 0; a < Axes; ++a)
+      for (int dir = 0; dir < 2; ++dir) {
+        relations& c = cases[std::size_t(2 * a + dir)];
+        for (int q = 0; q < a; ++q) c.r[0][q] = relation::same;
+        c.r[0][a] = dir == 0 ? relation::before : relation::after;
+      }
+    return cases;
+  }
+
   // ---- D2: cross-iteration read-after-write in parallel offload K --------------------------------
   // Event SI writes, event LJ reads the same differentiable field, anywhere in
   // the body (nested loops and funcs included): an error when some iteration
@@ -454,17 +468,8 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     }
     access_space const ss = event_space<K, SI>(offs, args);
     access_space const sl = event_space<K, LJ>(offs, args);
-    // Distinct iterations of the offload loop: the first axis where they
-    // differ, in either direction.
-    constexpr int axes = view<K>::axes;
-    relations cases[2 * axes];
-    for (int a = 0; a < axes; ++a)
-      for (int dir = 0; dir < 2; ++dir) {
-        relations& c = cases[2 * a + dir];
-        for (int q = 0; q < a; ++q) c.r[0][q] = relation::same;
-        c.r[0][a] = dir == 0 ? relation::before : relation::after;
-      }
-    meeting const m = may_meet(fs, fl, rank, ss, sl, cases, 2 * axes);
+    auto const cases = distinct_iterations<view<K>::axes>();
+    meeting const m = may_meet(fs, fl, rank, ss, sl, cases.data(), int(cases.size()));
     if (m.disjoint) return {verdict::ok, false};
     if (at_launch || !m.unknowns) return {verdict::error, false};
     auto const* loop = view<K>::loop_ptr(offload_ptr<K>(offs));
@@ -526,23 +531,33 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     return indices_matching<n * n, count_matching<n * n>(match)>(match);
   }();
 
-  template <std::size_t K>
-  static constexpr void d2(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
+  // The pairs of events of parallel offload K that Pairs lists (event i and
+  // event j as i * events + j), each judged by judge(SI*, SJ*) and recorded
+  // as finding f, named after the first event's field.
+  template <std::size_t K, auto const& Pairs, class Judge>
+  static constexpr void pairs_in_offload(report& r, bool at_launch, finding f, Judge const& judge) {
     if constexpr (view<K>::parallel) {
       using E = typename to_tuple<events<K>>::type;
       constexpr std::size_t n = to_tuple<events<K>>::size;
       [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
         auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
-          using SI = detail::tuple_element_t<d2_pairs<K>[P] / n, E>;
-          using LJ = detail::tuple_element_t<d2_pairs<K>[P] % n, E>;
-          pair_verdict const v = d2_verdict<K, SI, LJ>(offs, args, at_launch);
-          record(r, v, at_launch, finding::cross_iteration_raw, SI::access::op_type::param, int(K),
-                 deeper(chain_of<K, SI>(), chain_of<K, LJ>()).s);
+          using SI = detail::tuple_element_t<Pairs[P] / n, E>;
+          using SJ = detail::tuple_element_t<Pairs[P] % n, E>;
+          pair_verdict const v = judge(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr));
+          func_chain const where = deeper(chain_of<K, SI>(), chain_of<K, SJ>());
+          record(r, v, at_launch, f, SI::access::op_type::param, int(K), where.s);
         };
         (void)pair;  // no pairs: nothing to check
         (pair(std::integral_constant<std::size_t, Ps>{}), ...);
-      }(std::make_index_sequence<d2_pairs<K>.size()>{});
+      }(std::make_index_sequence<Pairs.size()>{});
     }
+  }
+
+  template <std::size_t K>
+  static constexpr void d2(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
+    pairs_in_offload<K, d2_pairs<K>>(r, at_launch, finding::cross_iteration_raw, [&]<class SI, class LJ>(SI*, LJ*) {
+      return d2_verdict<K, SI, LJ>(offs, args, at_launch);
+    });
   }
 
   // ---- D5: iterations of parallel offload K that write one element ------------------------------
@@ -588,15 +603,8 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
         if (!fs[k].linear || !fw[k].linear) return {verdict::ok, false};
       access_space const ss = event_space<K, SI>(offs, args);
       access_space const sw = event_space<K, WJ>(offs, args);
-      constexpr int axes = view<K>::axes;
-      relations cases[2 * axes];
-      for (int a = 0; a < axes; ++a)
-        for (int dir = 0; dir < 2; ++dir) {
-          relations& c = cases[2 * a + dir];
-          for (int q = 0; q < a; ++q) c.r[0][q] = relation::same;
-          c.r[0][a] = dir == 0 ? relation::before : relation::after;
-        }
-      meeting const m = may_meet(fs, fw, rank, ss, sw, cases, 2 * axes);
+      auto const cases = distinct_iterations<view<K>::axes>();
+      meeting const m = may_meet(fs, fw, rank, ss, sw, cases.data(), int(cases.size()));
       if (m.disjoint) return {verdict::ok, false};
       if (at_launch || !m.unknowns) return {verdict::error, false};
       return {verdict::unknown, true};
@@ -621,21 +629,9 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
 
   template <std::size_t K>
   static constexpr void d5(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
-    if constexpr (view<K>::parallel) {
-      using E = typename to_tuple<events<K>>::type;
-      constexpr std::size_t n = to_tuple<events<K>>::size;
-      [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
-        auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
-          using SI = detail::tuple_element_t<d5_pairs<K>[P] / n, E>;
-          using WJ = detail::tuple_element_t<d5_pairs<K>[P] % n, E>;
-          pair_verdict const v = d5_verdict<K, SI, WJ>(offs, args, at_launch);
-          record(r, v, at_launch, finding::parallel_store_conflict, SI::access::op_type::param, int(K),
-                 deeper(chain_of<K, SI>(), chain_of<K, WJ>()).s);
-        };
-        (void)pair;  // no pairs: nothing to check
-        (pair(std::integral_constant<std::size_t, Ps>{}), ...);
-      }(std::make_index_sequence<d5_pairs<K>.size()>{});
-    }
+    pairs_in_offload<K, d5_pairs<K>>(r, at_launch, finding::parallel_store_conflict, [&]<class SI, class WJ>(SI*, WJ*) {
+      return d5_verdict<K, SI, WJ>(offs, args, at_launch);
+    });
   }
 
   // ---- D3 and its mirror: a needed load in offload A, a write in offload B ---------------------------
