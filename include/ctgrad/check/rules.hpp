@@ -133,11 +133,14 @@ constexpr auto const* node_ptr(Root const* root) {
 
 // What an access touches of its element: the whole element, or one
 // coefficient through a component (v[i][0_c], m[i](1_c, 0_c)), whose
-// indices are compile-time constants (known) or values of the launch.
+// indices are compile-time constants (known) or values of the launch. A
+// known coefficient is kept as its place in the element's storage, which is
+// what one index means (Eigen's coeff(k)), so that m[i][2_c] and
+// m[i](0_c, 1_c) of a column-major 2x2 matrix are the same coefficient.
 struct coefficient {
   bool whole = true;
   bool known = false;
-  long long at[2] = {};
+  long long linear = 0;
 };
 template <class N>
 struct constant_index {
@@ -157,8 +160,13 @@ constexpr coefficient coefficient_below() {
     c.whole = false;
     [&]<class V, class... I>(node<op::component, V, I...> const*) {
       c.known = (constant_index<I>::known && ...);
-      int k = 0;
-      ((c.at[k++] = constant_index<I>::value), ...);
+      if constexpr (sizeof...(I) == 1) {
+        c.linear = (constant_index<I>::value + ...);
+      } else {
+        using M = value_t<V>;
+        long long const at[] = {constant_index<I>::value...};
+        c.linear = M::IsRowMajor ? at[0] * M::ColsAtCompileTime + at[1] : at[1] * M::RowsAtCompileTime + at[0];
+      }
     }(static_cast<Parent const*>(nullptr));
     return c;
   } else {
@@ -179,7 +187,7 @@ struct coefficient_at<Root, std::index_sequence<P, Q, Rest...>>
 // Whether two accesses touch different coefficients of whatever element they
 // share: both through components whose constant indices differ.
 constexpr bool coefficients_apart(coefficient a, coefficient b) {
-  return !a.whole && !b.whole && a.known && b.known && (a.at[0] != b.at[0] || a.at[1] != b.at[1]);
+  return !a.whole && !b.whole && a.known && b.known && a.linear != b.linear;
 }
 template <class RootA, class PathA, class RootB, class PathB>
 inline constexpr bool coefficients_apart_v =
@@ -567,11 +575,13 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   // then keeps whichever store lands last (with two threads, whichever
   // thread is slower), and the adjoint, which hands the element's gradient
   // to one of the stores and clears it, cannot know which one that was.
-  // Only what the affine forms prove is reported: an index that is not
-  // affine (a value read from a field, a division) proves nothing, and
-  // neither does a store that runs only where a condition holds (an if_
-  // or a while_ on the way to it, as in `if_(i == 0, loss() = ...)`); the
-  // opt-in ctg::race_check sees those at launch.
+  // Only stores in the body of the parallel loop itself are judged, where
+  // every iteration runs them and their indices are functions of the
+  // iteration alone: one inside a nested loop (whose range may depend on the
+  // iteration: CSR segments, range(2 * i, 2 * i + 2)) or under an if_ or a
+  // while_ (`if_(i == 0, loss() = ...)`) is not, nor is an index that is not
+  // affine (a value read from a field, a division). The opt-in
+  // ctg::race_check sees those at launch.
   template <class Root, class Path>
   struct conditional_path : std::false_type {};
   template <class Root, std::size_t P, std::size_t... Rest>
@@ -582,14 +592,13 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   template <std::size_t K, class SI, class WJ>
   static constexpr pair_verdict d5_verdict(offloads_t const* offs, Args const* args, bool at_launch) {
     using body = typename view<K>::body;
-    // Writes of different coefficients never meet; one whose coefficient
-    // only the launch knows (v[i][k]) is compared only with itself.
-    constexpr coefficient cs = coefficient_at<body, typename SI::path>::value;
-    constexpr coefficient cw = coefficient_at<body, typename WJ::path>::value;
-    constexpr bool some_coefficient = (!cs.whole && !cs.known) || (!cw.whole && !cw.known);
-    if constexpr (conditional_path<body, typename SI::path>::value ||
-                  conditional_path<body, typename WJ::path>::value || coefficients_apart(cs, cw) ||
-                  (some_coefficient && !std::is_same_v<SI, WJ>)) {
+    // Writes of different coefficients never meet; a coefficient only the
+    // launch knows (v[i][k]) stands for any, so such a write is compared as
+    // a write of the whole element.
+    constexpr bool nested = seq_size<typename SI::loops>::size > 0 || seq_size<typename WJ::loops>::size > 0;
+    if constexpr (nested || conditional_path<body, typename SI::path>::value ||
+                  conditional_path<body, typename WJ::path>::value ||
+                  coefficients_apart_v<body, typename SI::path, body, typename WJ::path>) {
       return {verdict::ok, false};
     } else {
       auto const* b = body_ptr<K>(offs);

@@ -243,6 +243,12 @@ struct lvalue {
   constexpr explicit lvalue(N e) : expr(e) {}
   constexpr lvalue(lvalue const&) = default;
 
+  // A field element or a local in C++'s if or ?: (see node's operator bool).
+  constexpr explicit operator bool() const {
+    static_assert(detail::dependent_false<N>, CTG_IMPL_MSG_EXPR_016);
+    return false;
+  }
+
   // Assignment builds a statement: a store for field elements, an assignment
   // for locals. The copy-assignment form is spelled out so that `a = a` builds
   // a statement too instead of copying the handle. A statement written on its

@@ -17,6 +17,13 @@
 
 namespace ctg::ir {
 
+// The message of a C++ branch on a kernel value (node's and lvalue's
+// operator bool).
+#define CTG_IMPL_MSG_EXPR_016                                                                                \
+  "CTG-EXPR-016 C++'s if or ?: on a kernel value: while the kernel is built, a value is an expression, not a " \
+  "number. Fix: ctg::select(c, a, b) for a value, ctg::if_(c, then, otherwise) for statements, and "          \
+  "ctg::min, ctg::max, ctg::sin, ... instead of std:: functions"
+
 template <class Op, class... Kids>
 struct node {
   using op_type = Op;
@@ -33,13 +40,11 @@ struct node {
   constexpr auto operator()(R r, C c) const;
 
   // While the lambda builds the kernel a value is a tree, not a number, so
-  // C++'s if, ?: and && cannot branch on it. Defined (and failing) only when
-  // such a branch uses it, with the way to write it instead.
+  // C++'s if and ?: cannot branch on it. Defined (and failing) only when
+  // such a branch uses it, with the way to write it instead. (&& and || are
+  // the kernel's own operators: they build a condition.)
   constexpr explicit operator bool() const {
-    static_assert(detail::dependent_false<Op>,
-                  "CTG-EXPR-016 C++'s if, ?:, && or || on a kernel value: while the kernel is built, a value is "
-                  "an expression, not a number. Fix: ctg::select(c, a, b) for a value, ctg::if_(c, then, "
-                  "otherwise) for statements, and ctg::min, ctg::max, ctg::sin, ... instead of std:: functions");
+    static_assert(detail::dependent_false<Op>, CTG_IMPL_MSG_EXPR_016);
     return false;
   }
 };
