@@ -1,14 +1,26 @@
 // Helpers shared by the autodiff unit tests (ad_*.cpp): finite differences on
-// plain C++ re-implementations of the kernels, and a scope that changes the
-// CPU backend's thread count.
+// plain C++ re-implementations of the kernels, a scope that changes the CPU
+// backend's thread count, and the message of an error a launch throws.
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include <ctgrad/ctgrad.hpp>
 
 namespace ad_test {
+
+// The message of the exception of type E that fn throws ("" when it throws none).
+template <class E, class Fn>
+std::string message_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (E const& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // sqrt(x^2 + eps): |x| made smooth, as a custom-gradient functor with its
 // backward and tangent written by hand.

@@ -11,6 +11,8 @@
 
 #include <ctgrad/ctgrad.hpp>
 
+#include "ad_test_support.hpp"
+
 using namespace ctg::literals;
 
 namespace {
@@ -92,12 +94,7 @@ vec_t values(std::initializer_list<double> v, char const* name) {
 // The message of the autodiff_error that fn throws ("" when none).
 template <class Fn>
 std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (ctg::autodiff_error const& e) {
-    return e.what();
-  }
-  return "";
+  return ad_test::message_of<ctg::autodiff_error>(fn);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <thread>
 #include <utility>
 
+#include "ad_test_support.hpp"
+
 using namespace ctg::literals;
 
 namespace {
@@ -17,12 +19,7 @@ namespace {
 // The message of the launch_error `launch` throws ("" if it throws none).
 template <class Launch>
 std::string launch_message(Launch&& launch) {
-  try {
-    launch();
-  } catch (ctg::launch_error const& e) {
-    return e.what();
-  }
-  return "";
+  return ad_test::message_of<ctg::launch_error>(launch);
 }
 
 bool contains(std::string const& s, std::string const& part) { return s.find(part) != std::string::npos; }

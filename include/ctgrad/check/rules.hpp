@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "../ad/offload.hpp"
+#include "../eval/reduction.hpp"
 #include "dependence.hpp"
 #include "events.hpp"
 #include "findings.hpp"
@@ -142,16 +143,6 @@ struct coefficient {
   bool known = false;
   long long linear = 0;
 };
-template <class N>
-struct constant_index {
-  static constexpr bool known = false;
-  static constexpr long long value = 0;
-};
-template <long long V>
-struct constant_index<node<op::constant<V>>> {
-  static constexpr bool known = true;
-  static constexpr long long value = V;
-};
 // The access at Path of Root: Parent is the node above it, P its place there.
 template <class Parent, std::size_t P>
 constexpr coefficient coefficient_below() {
@@ -159,12 +150,14 @@ constexpr coefficient coefficient_below() {
     coefficient c;
     c.whole = false;
     [&]<class V, class... I>(node<op::component, V, I...> const*) {
-      c.known = (constant_index<I>::known && ...);
-      if constexpr (sizeof...(I) == 1) {
-        c.linear = (constant_index<I>::value + ...);
+      c.known = (eval::static_index_v<I> && ...);
+      if constexpr (!(eval::static_index_v<I> && ...)) {
+        return;
+      } else if constexpr (sizeof...(I) == 1) {
+        c.linear = (I::op_type::value + ...);
       } else {
         using M = value_t<V>;
-        long long const at[] = {constant_index<I>::value...};
+        long long const at[] = {I::op_type::value...};
         c.linear = M::IsRowMajor ? at[0] * M::ColsAtCompileTime + at[1] : at[1] * M::RowsAtCompileTime + at[0];
       }
     }(static_cast<Parent const*>(nullptr));
@@ -430,18 +423,22 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
     }(std::make_index_sequence<Acc::arity>{});
   }
 
-  // Two different iterations of an offload loop of Axes axes, as the cases
-  // of a pair: the first axis where they differ, in either direction.
-  template <int Axes>
-  static constexpr std::array<relations, 2 * Axes> distinct_iterations() {
-    std::array<relations, 2 * Axes> cases{};
-    for (int a = 0; a < Axes; ++a)
+  // Whether events SI and SJ of parallel offload K, whose indices have the
+  // forms fi and fj, can touch one element in two different iterations of
+  // the offload loop (the first axis where the iterations differ, in either
+  // direction).
+  template <std::size_t K, class SI, class SJ>
+  static constexpr meeting in_two_iterations(affine_form const* fi, affine_form const* fj, int rank,
+                                             offloads_t const* offs, Args const* args) {
+    constexpr int axes = view<K>::axes;
+    relations cases[2 * axes];
+    for (int a = 0; a < axes; ++a)
       for (int dir = 0; dir < 2; ++dir) {
-        relations& c = cases[std::size_t(2 * a + dir)];
+        relations& c = cases[2 * a + dir];
         for (int q = 0; q < a; ++q) c.r[0][q] = relation::same;
         c.r[0][a] = dir == 0 ? relation::before : relation::after;
       }
-    return cases;
+    return may_meet(fi, fj, rank, event_space<K, SI>(offs, args), event_space<K, SJ>(offs, args), cases, 2 * axes);
   }
 
   // ---- D2: cross-iteration read-after-write in parallel offload K --------------------------------
@@ -474,10 +471,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
         if (same == verdict::unknown && !at_launch) return {verdict::unknown, true};
       }
     }
-    access_space const ss = event_space<K, SI>(offs, args);
-    access_space const sl = event_space<K, LJ>(offs, args);
-    auto const cases = distinct_iterations<view<K>::axes>();
-    meeting const m = may_meet(fs, fl, rank, ss, sl, cases.data(), int(cases.size()));
+    meeting const m = in_two_iterations<K, SI, LJ>(fs, fl, rank, offs, args);
     if (m.disjoint) return {verdict::ok, false};
     if (at_launch || !m.unknowns) return {verdict::error, false};
     auto const* loop = view<K>::loop_ptr(offload_ptr<K>(offs));
@@ -610,10 +604,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
       index_forms(w, args, fw);
       for (int k = 0; k < rank; ++k)
         if (!fs[k].linear || !fw[k].linear) return {verdict::ok, false};
-      access_space const ss = event_space<K, SI>(offs, args);
-      access_space const sw = event_space<K, WJ>(offs, args);
-      auto const cases = distinct_iterations<view<K>::axes>();
-      meeting const m = may_meet(fs, fw, rank, ss, sw, cases.data(), int(cases.size()));
+      meeting const m = in_two_iterations<K, SI, WJ>(fs, fw, rank, offs, args);
       if (m.disjoint) return {verdict::ok, false};
       if (at_launch || !m.unknowns) return {verdict::error, false};
       return {verdict::unknown, true};

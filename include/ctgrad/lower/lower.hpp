@@ -502,18 +502,6 @@ constexpr auto argument_slots(detail::tuple<A...> const*) {
   return slots;
 }
 
-// Whether a lowered tree stores or accumulates into field parameter I.
-template <int I, class N>
-struct writes_param : std::false_type {};
-template <int I, class Op, class... K>
-struct writes_param<I, node<Op, K...>> : std::bool_constant<(writes_param<I, K>::value || ...)> {};
-template <int I, class L, class E>
-struct writes_param<I, node<op::store, L, E>>
-    : std::bool_constant<written_access<L>::type::op_type::param == I || writes_param<I, E>::value> {};
-template <int I, atomic_kind K, class L, class E>
-struct writes_param<I, node<op::atomic<K>, L, E>>
-    : std::bool_constant<written_access<L>::type::op_type::param == I || writes_param<I, E>::value> {};
-
 // The arguments passed as they are that are plain loads of a field the
 // lowered call Out writes (bit k: argument k).
 template <class Out, std::size_t N>
@@ -522,7 +510,7 @@ struct loads_written_over {
   static constexpr bool one() {
     if constexpr (requires { typename A::op_type; }) {
       if constexpr (is_access_op<typename A::op_type>)
-        return writes_param<A::op_type::param, Out>::value;
+        return (written_params_v<Out> & param_bit(A::op_type::param)) != 0;
       else
         return false;
     } else {
