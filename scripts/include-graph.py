@@ -22,7 +22,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include",
 # (atomics, device allocation), the field (the data a kernel sees), the IR
 # and the op table, lowering, the analyses shared by the checks and the
 # adjoint, the evaluators, the adjoint, the checks of the adjoint and the
-# backends, and the user-facing face on top.
+# backends, the errors a launch raises, and the user-facing face on top.
 LAYERS = [
     ["config.hpp"],
     ["detail"],
@@ -36,6 +36,7 @@ LAYERS = [
     ["eval"],
     ["ad"],
     ["check", "backend"],
+    ["launch_errors.hpp"],
     ["checkpoint.hpp"],
     ["tape.hpp"],
     ["kernel.hpp"],

@@ -21,6 +21,7 @@
 #endif
 #include "errors.hpp"
 #include "field.hpp"
+#include "launch_errors.hpp"
 #include "lower/kernel_ir.hpp"
 #include "tape.hpp"
 
@@ -60,47 +61,27 @@ inline constexpr bool has_grad_arg = false;
 template <class T, int R, flags F>
 inline constexpr bool has_grad_arg<field<T, R, F>> = has_flag(F, flags::grad);
 
-template <class A>
-struct param_info {
-  static std::string describe(int i, A const&) { return "parameter #" + std::to_string(i) + " (scalar)"; }
-};
-template <class T, int R, flags F>
-struct param_info<field<T, R, F>> {
-  static std::string describe(int i, field<T, R, F> const& f) {
-    return "parameter #" + std::to_string(i) + " (field '" + f.name() + "', shape " + f.shape_string() + ")";
-  }
-};
-
-template <class... A>
-std::string describe_param(int which, A const&... a) {
-  std::string out;
-  int i = 0;
-  ((i++ == which ? (void)(out = param_info<std::remove_cvref_t<A>>::describe(which, a)) : (void)0), ...);
-  return out;
-}
-
 // Which memory space the launch runs in; all field arguments must agree.
+template <class T>
+std::string name_erased(void const* f) {
+  return static_cast<T const*>(f)->name();
+}
 template <class... A>
 memory_space launch_space(std::string_view kernel, A const&... a) {
   memory_space space = memory_space::host;
-  bool seen = false;
+  void const* first = nullptr;
+  std::string (*first_name)(void const*) = nullptr;
   int i = 0;
-  std::string first;
   auto visit = [&](auto const& arg) {
     using T = std::remove_cvref_t<decltype(arg)>;
     if constexpr (is_field_v<T>) {
-      if (arg.empty())
-        throw launch_error("kernel '" + std::string(kernel) + "': " + describe_param(i, a...) +
-                           " is an empty field handle");
-      if (!seen) {
+      if (arg.empty()) raise_empty_field(kernel, i, {ref_of(a)...});
+      if (!first) {
         space = arg.space();
-        seen = true;
-        first = arg.name();
+        first = std::addressof(arg);
+        first_name = &name_erased<T>;
       } else if (arg.space() != space) {
-        throw launch_error("kernel '" + std::string(kernel) + "': fields in different memory spaces: '" + first +
-                           "' is on the " + (space == memory_space::host ? "host" : "device") + ", '" +
-                           arg.name() + "' on the " + (arg.space() == memory_space::host ? "host" : "device") +
-                           "; copy one with clone()");
+        raise_mixed_spaces(kernel, first_name(first), space, arg.name(), arg.space());
       }
     }
     ++i;
@@ -202,11 +183,7 @@ class kernel_t {
         }
       } else {
         if constexpr ((detail::has_grad_arg<A> || ...)) {
-          if (t)
-            throw autodiff_error("CTG-TAPE-004 kernel '" + std::string(Name.view()) +
-                                 "' is ctg::forward_only, but was launched on fields with gradients under a "
-                                 "ctg::tape: the tape would miss its adjoint. Fix: drop ctg::forward_only (the "
-                                 "kernel's adjoint is then checked at compile time), or launch it outside the tape");
+          if (t) detail::raise_forward_only_on_tape(Name.view());
         }
         if (t) {
           uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
@@ -245,11 +222,7 @@ class kernel_t {
     if constexpr (!reverse_ready<A...>()) {
       grad(args...);  // reports the kernel's mistake or its first finding, as k.grad does
     } else {
-      if (detail::active_tape())
-        throw autodiff_error("CTG-TAPE-009 kernel '" + std::string(Name.view()) +
-                             "': value_and_grad under a ctg::tape runs the adjoint now, before the launches "
-                             "recorded after it. Fix: launch k(args...) on the tape and let tape.backward() "
-                             "run the adjoints, or call value_and_grad outside the tape");
+      if (detail::active_tape()) detail::raise_value_and_grad_on_tape(Name.view());
       if constexpr (fuses_value_and_gradient<A...>()) {
         using checks = reverse_checks<A...>;
         auto const rows = launch<backend::value_and_gradient_pass>(args...);
@@ -372,21 +345,11 @@ class kernel_t {
   // A statement the body built and neither returned nor listed in a block
   // (ir/statement_trace.hpp): traced again, itemised, to name it.
   template <class... A>
-  void raise_dropped_statement(A const&... args) const {
+  [[noreturn]] void raise_dropped_statement(A const&... args) const {
     ir::statement_trace const itemised(true);
     (void)ir_for(std::index_sequence_for<A...>{}, args...);
-    std::string what = "a statement";
-    std::string where;
-    if (auto const d = itemised.first_dropped()) {
-      what = ir::describe(d->info.kind);
-      if (d->info.param >= 0) what += detail::describe_param(d->info.param, args...);
-      if (d->func[0]) where = " in func '" + std::string(d->func) + "'";
-    }
-    throw launch_error("kernel '" + std::string(Name.view()) + "'" + where +
-                       ": CTG-EXPR-010 a statement is built and dropped: " + what +
-                       " is written on a line of its own, and the body neither returns it nor lists it in "
-                       "ctg::block(...), so the kernel would skip it. Fix: return it (return y[i] = ...;) or "
-                       "list the statements in order, return ctg::block(y[i] = ..., z[i] = ...);");
+    auto const dropped = itemised.first_dropped();
+    detail::raise_dropped_statement(Name.view(), dropped ? &*dropped : nullptr, {detail::ref_of(args)...});
   }
 
   template <std::size_t... Is, class... A>
@@ -500,12 +463,7 @@ class kernel_t {
   // Raises the first finding of a launch-time report, naming the field and func.
   template <class... A>
   static void raise_first(report const& r, char const* context, A const&... args) {
-    if (r.ok()) return;
-    auto const& e = r.items[0];
-    std::string where = e.param >= 0 ? " (" + detail::describe_param(e.param, args...) + ")" : std::string();
-    if (e.func[0]) where += " in func '" + std::string(e.func) + "'";
-    throw autodiff_error("kernel '" + std::string(Name.view()) + "'" + context + where + ": " +
-                         check::message(e.what));
+    if (!r.ok()) detail::raise_finding(Name.view(), r, context, {detail::ref_of(args)...});
   }
   template <class Checks, class Kir, class... A>
   static void check_at_launch(Kir const& kir, memory_space space, A const&... args) {
@@ -540,11 +498,7 @@ class kernel_t {
       for (int q = p + 1; q < int(sizeof...(A)); ++q)
         if (ids[p] && ids[q] && (grad[p] || grad[q]) &&
             (ids[p] == ids[q] || detail::layouts_overlap(ids[p], layouts[p], ids[q], layouts[q])))
-          throw autodiff_error("kernel '" + std::string(Name.view()) + "': CTG-AD-012 " +
-                               detail::describe_param(p, args...) + " and " + detail::describe_param(q, args...) +
-                               " share one differentiable storage (or views of overlapping memory); the adjoint "
-                               "would mix their gradients. Pass the field once, or copy it (clone) into a second "
-                               "field");
+          detail::raise_shared_storage(Name.view(), p, q, {detail::ref_of(args)...});
   }
 
 
@@ -761,11 +715,7 @@ class kernel_t {
     };
     (one(args), ...);
     if (changed >= 0)
-      throw autodiff_error("CTG-TAPE-003 kernel '" + std::string(Name.view()) + "': " +
-                           detail::describe_param(changed, args...) +
-                           " changed since the forward launch (a launch or a host write), and the adjoint reads "
-                           "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
-                           "keeps the values each adjoint needs");
+      detail::raise_changed_since_forward(Name.view(), changed, {detail::ref_of(args)...});
   }
 
   // Runs every offload in one pass: in order forward, in reverse order for the
@@ -819,18 +769,10 @@ class kernel_t {
         race::report race;
         race::run_offload<Pass, Slots, Named>(o, bound, status, options::capacity, &unsized, race);
         if (race.found()) {
-          char const* const buffer[] = {"values", "gradient", "tangent"};
           char const* const pass = std::is_same_v<Pass, backend::forward_pass>   ? "forward pass"
                                    : std::is_same_v<Pass, backend::reverse_pass> ? "adjoint"
                                                                                  : "tangent pass";
-          throw launch_error("CTG-LAUNCH-002 kernel '" + std::string(Name.view()) + "': the " + pass +
-                             " of its offload #" + std::to_string(number) + " depends on the order of its iterations: " +
-                             "run in order and " + race::order_name(race.against) + ", the " + buffer[race.buffer] +
-                             " of " + detail::describe_param(race.param, args...) + " differ first at " + race.index +
-                             " (" + race.in_order_value + " against " + race.other_value +
-                             "). An iteration reads what another one writes. Fix: write each element from one "
-                             "iteration only and read elements no other iteration writes (a second field for the "
-                             "new values), or accumulate with +=");
+          detail::raise_order_dependence(Name.view(), pass, number, race, {detail::ref_of(args)...});
         }
       } else {
         cpu::run_offload<Pass, Slots, Named>(o, bound, status, options::capacity, &unsized);
@@ -841,47 +783,15 @@ class kernel_t {
       // the kernel's lambda, which the short name spells.
       cuda::run_offload<Pass, Slots, Offload>(o, bound, status, options::capacity, &unsized, Name.view());
 #else
-      throw launch_error("kernel '" + std::string(Name.view()) +
-                         "' was launched on device fields from a translation unit not compiled by nvcc; "
-                         "compile the launching code as CUDA (and link ctgrad::cuda)");
+      detail::raise_not_compiled_as_cuda(Name.view());
 #endif
     }
     // The root statement: the offload's loop (level 0), or the statements of
-    // a serial offload, which no loop encloses. A loop below is at the level
-    // of the loops around it (describe_site).
+    // a serial offload, which no loop encloses.
     using root = typename ir::offload_traits<Offload>::root;
-    if (unsized >= 0) {
-      std::string where;
-      ad::describe_site(static_cast<root const*>(nullptr), unsized, 0, "", where);
-      throw autodiff_error("kernel '" + std::string(Name.view()) + "': CTG-AD-003 cannot size the adstack for the " +
-                           where + ": its trip count could not be evaluated at this launch (its bounds read values "
-                           "the kernel computes); give the kernel ctg::adstack_capacity<N>, N the most iterations "
-                           "that loop runs per thread");
-    }
-    if (status.failed == int(eval::failure::index_out_of_range)) {
-      std::string idx = "(";
-      for (int k = 0; k < status.rank; ++k) idx += (k ? ", " : "") + std::to_string(status.index[k]);
-      idx += ")";
-      throw index_error("kernel '" + std::string(Name.view()) + "': index " + idx + " is out of range for " +
-                        detail::describe_param(status.param, args...));
-    }
-    if (status.failed == int(eval::failure::adstack_overflow)) {
-      std::string where;
-      ad::describe_site(static_cast<root const*>(nullptr), status.site, 0, "", where);
-      std::string advice;
-      if constexpr (options::capacity >= 0) {
-        long long const per = status.available > 0 ? status.available / options::capacity : 0;
-        long long const needed = per > 0 ? (status.required + per - 1) / per : 0;
-        advice = "raise ctg::adstack_capacity<" + std::to_string(options::capacity) + "> to at least " +
-                 std::to_string(needed) + " iterations";
-      } else {
-        advice = "the loop ran more iterations than its bounds allowed when the launch sized the adstack (do its "
-                 "bounds read a field the kernel writes?); give the kernel ctg::adstack_capacity<N>";
-      }
-      throw autodiff_error("kernel '" + std::string(Name.view()) + "': adstack overflow in the " + where +
-                           ": a thread needed " + std::to_string(status.required) + " bytes, " +
-                           std::to_string(status.available) + " were available; " + advice);
-    }
+    if (unsized >= 0 || status.failed != 0)
+      detail::raise_offload_failure(Name.view(), {unsized, &status, options::capacity, &ad::describe_site_in<root>},
+                                    {detail::ref_of(args)...});
   }
 
   F body_;

@@ -162,6 +162,12 @@ void describe_site(node<Op, K...> const*, int site, int level, std::string const
     }(static_cast<kids_holding_loops<K...>*>(nullptr));
   }
 }
+// The same from the root statement of an offload (a loop below is at the
+// level of the loops around it), as a function a launch's error can call.
+template <class Root>
+void describe_site_in(int site, std::string& out) {
+  describe_site(static_cast<Root const*>(nullptr), site, 0, "", out);
+}
 }  // namespace ctg::ad
 
 namespace ctg::ad {

@@ -147,36 +147,9 @@ class basic_thread_pool {
       return;
     }
     using body_type = std::remove_reference_t<Body>;
-    std::lock_guard launch_lock(launch_mutex_);  // one launch at a time
-    std::int64_t const chunks = chunk_count(n);
-    status_.failed.store(false, std::memory_order_relaxed);
-    status_.error = nullptr;
-    pending_.value.store(int(chunks), std::memory_order_relaxed);
-    std::uint64_t const gen = ++generation_ & 0xffffffffu;
-    // The workers' slots first, so that they can start while the caller
-    // fills its own.
-    for (int k = 1; k <= threads_; ++k) {
-      int const t = k % threads_;
-      slot& s = slots_[std::size_t(t)];
-      s.call = [](void* ctx, std::int64_t b, std::int64_t e) { (*static_cast<body_type*>(ctx))(b, e); };
-      s.ctx = const_cast<void*>(static_cast<void const volatile*>(std::addressof(body)));
-      s.n = n;
-      s.chunks = chunks;
-      s.first = chunks * t / threads_;
-      s.count = chunks * (t + 1) / threads_ - s.first;
-      // release: the description above, to whoever claims with this word.
-      s.claim.store(gen << 32 | std::uint64_t(s.count), std::memory_order_release);
-    }
-    // Orders the stores above before the load of the sleepers' count; a
-    // worker going to sleep counts itself before it looks at its word again.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers_.value.load(std::memory_order_relaxed) > 0) wake_all();
-
-    pool_detail::inside_pool_launch = true;
-    int done = claim_all<false>(0, gen);
-    pool_detail::inside_pool_launch = false;
-    if (pending_.value.fetch_sub(done, std::memory_order_acq_rel) != done) wait_for_workers();
-    if (status_.error) std::rethrow_exception(std::exchange(status_.error, nullptr));
+    hand_out(
+        n, [](void* ctx, std::int64_t b, std::int64_t e) { (*static_cast<body_type*>(ctx))(b, e); },
+        const_cast<void*>(static_cast<void const volatile*>(std::addressof(body))));
   }
 
   // The process-wide pool: CTG_NUM_THREADS threads, or one per hardware thread.
@@ -227,6 +200,42 @@ class basic_thread_pool {
     std::atomic<bool> failed{false};  // a chunk threw: skip the rest
     std::exception_ptr error;         // the first exception, under error_mutex_
   };
+
+  // A launch of n iterations on the pool, its body erased to call(ctx, b, e):
+  // one copy of what does not depend on the body for every launch a program
+  // makes, instead of one per kernel and pass.
+  void hand_out(std::int64_t n, void (*call)(void*, std::int64_t, std::int64_t), void* ctx) {
+    std::lock_guard launch_lock(launch_mutex_);  // one launch at a time
+    std::int64_t const chunks = chunk_count(n);
+    status_.failed.store(false, std::memory_order_relaxed);
+    status_.error = nullptr;
+    pending_.value.store(int(chunks), std::memory_order_relaxed);
+    std::uint64_t const gen = ++generation_ & 0xffffffffu;
+    // The workers' slots first, so that they can start while the caller
+    // fills its own.
+    for (int k = 1; k <= threads_; ++k) {
+      int const t = k % threads_;
+      slot& s = slots_[std::size_t(t)];
+      s.call = call;
+      s.ctx = ctx;
+      s.n = n;
+      s.chunks = chunks;
+      s.first = chunks * t / threads_;
+      s.count = chunks * (t + 1) / threads_ - s.first;
+      // release: the description above, to whoever claims with this word.
+      s.claim.store(gen << 32 | std::uint64_t(s.count), std::memory_order_release);
+    }
+    // Orders the stores above before the load of the sleepers' count; a
+    // worker going to sleep counts itself before it looks at its word again.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleepers_.value.load(std::memory_order_relaxed) > 0) wake_all();
+
+    pool_detail::inside_pool_launch = true;
+    int done = claim_all<false>(0, gen);
+    pool_detail::inside_pool_launch = false;
+    if (pending_.value.fetch_sub(done, std::memory_order_acq_rel) != done) wait_for_workers();
+    if (status_.error) std::rethrow_exception(std::exchange(status_.error, nullptr));
+  }
 
   // Chunk k of the launch (chunk_range).
   void run_chunk(slot const& s, std::int64_t k) {
