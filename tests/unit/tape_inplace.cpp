@@ -425,3 +425,51 @@ TEST_CASE("k.grad alone: a later launch of the same kernel at another step overw
   step.grad(v, 0, 1);
   CHECK(v.grad().at(0, 0) == Approx(4.0 * 1.5 * 1.5 * 1.5));
 }
+
+TEST_CASE("k.grad alone finds its forward launch among thousands of the kernel's launches on other fields") {
+  constexpr auto square = ctg::kernel<"square3">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * x[i]; });
+  });
+  constexpr auto shift = ctg::kernel<"shift3">([](auto x) {
+    return ctg::range(x.size(), [=](auto i) { return x[i] = x[i] + 1.0; });
+  });
+  vec_t x({2}, {.name = "x"}), y({2}, {.name = "y"});
+  std::vector<vec_t> others;
+  for (int k = 0; k < 40; ++k) others.push_back(vec_t({2}, {.name = "other"}));
+  vec_t out({2}, {.name = "out"});
+  x.fill(1.0);
+  square(x, y);
+  shift(x);  // x changes after the forward launch: its adjoint would read 2, not 1
+  for (int round = 0; round < 3; ++round)
+    for (auto const& o : others) square(o, out);  // 40 other fields, 3 times each
+  y.grad().fill(1.0);
+  CHECK_THROWS_WITH_AS(square.grad(x, y), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
+}
+
+TEST_CASE("a kernel's forward records: the last 4096 distinct launches, updated in place") {
+  ctg::detail::forward_records records;
+  int marks[5000];
+  auto list = [&](int k) {
+    ctg::detail::buffer_list b;
+    b.push(&marks[k % 5000]);
+    return b;
+  };
+  for (int k = 0; k < 5000; ++k) records.remember(list(k), std::uint64_t(k % 7), std::uint64_t(10 + k));
+  CHECK(records.size() == ctg::detail::forward_records::kept);
+  for (int k = 0; k < 5000; ++k) {
+    CAPTURE(k);
+    auto const stamp = records.stamp_of(list(k), std::uint64_t(k % 7));
+    if (k < 5000 - 4096)
+      CHECK(!stamp.has_value());
+    else
+      CHECK(stamp == std::uint64_t(10 + k));
+  }
+  // Launched again: one record, its stamp the latest.
+  records.remember(list(4999), 4999 % 7, 99999);
+  CHECK(records.stamp_of(list(4999), 4999 % 7) == 99999u);
+  CHECK(records.size() == ctg::detail::forward_records::kept);
+  // Other numbers on the same buffers: the latest launch on them.
+  records.remember(list(4998), 100, 123456);
+  CHECK(records.stamp_of(list(4998), 555) == 123456u);
+  CHECK(records.stamp_of(list(4998), 4998 % 7) == std::uint64_t(10 + 4998));
+}

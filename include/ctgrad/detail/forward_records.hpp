@@ -47,42 +47,119 @@ struct forward_record {
   buffer_list buffers;
   std::uint64_t numbers = 0;
   std::uint64_t stamp = 0;
+  std::uint64_t hash = 0;  // of buffers and numbers
 
   bool same_launch(buffer_list const& b, std::uint64_t n) const { return numbers == n && buffers == b; }
 };
 
-// One kernel's latest forward launches, the latest last; safe to use from
-// several threads.
+// One kernel's forward launches, the last `kept` distinct ones (a launch
+// again on the same buffers with the same numbers updates its record);
+// safe to use from several threads. A rollout steps one kernel through
+// thousands of launches told apart by the step, and k.grad must find the
+// record of each; past `kept`, the oldest are forgotten, and k.grad of a
+// launch forgotten has nothing to compare against (docs/04, CTG-TAPE-003).
+// Found by a hash table (open addressing, linear probing), so that a
+// launch costs the same with 10 records or 4,096; both tables grow with
+// the records, then stay, so that a launch allocates nothing once they
+// have.
 class forward_records {
  public:
+  static constexpr std::size_t kept = 4096;
+
   void remember(buffer_list buffers, std::uint64_t numbers, std::uint64_t stamp) {
     std::lock_guard lock(mutex_);
-    for (auto it = records_.begin(); it != records_.end(); ++it)
-      if (it->same_launch(buffers, numbers)) {
-        records_.erase(it);  // moved to the back: the latest launch last
-        break;
-      }
-    if (records_.size() == kept) records_.erase(records_.begin());
-    records_.push_back({std::move(buffers), numbers, stamp});
+    std::uint64_t const h = hash_of(buffers, numbers);
+    if (std::size_t const found = find(buffers, numbers, h); found != none) {
+      records_[found].stamp = stamp;
+      return;
+    }
+    std::size_t at;
+    if (records_.size() < kept) {
+      at = records_.size();
+      records_.push_back({});
+      if (2 * records_.size() > slots_.size()) reindex();
+    } else {
+      at = next_;
+      unindex(at);
+      next_ = (next_ + 1) % kept;
+    }
+    records_[at] = {std::move(buffers), numbers, stamp, h};
+    index(at);
   }
 
-  // The stamp of the latest launch on these buffers with these numbers;
-  // failing that (numbers the forward launch did not use), of the latest
-  // on these buffers; nothing when no launch was on them.
+  // The stamp of the launch on these buffers with these numbers; failing
+  // that (numbers the forward launch did not use), of the latest on these
+  // buffers; nothing when no remembered launch was on them.
   std::optional<std::uint64_t> stamp_of(buffer_list const& buffers, std::uint64_t numbers) const {
     std::lock_guard lock(mutex_);
+    if (std::size_t const found = find(buffers, numbers, hash_of(buffers, numbers)); found != none)
+      return records_[found].stamp;
     std::optional<std::uint64_t> on_buffers;
-    for (auto it = records_.rbegin(); it != records_.rend(); ++it) {
-      if (it->same_launch(buffers, numbers)) return it->stamp;
-      if (!on_buffers && it->buffers == buffers) on_buffers = it->stamp;
-    }
+    for (auto const& r : records_)
+      if (r.buffers == buffers && (!on_buffers || r.stamp > *on_buffers)) on_buffers = r.stamp;
     return on_buffers;
   }
 
+  std::size_t size() const {
+    std::lock_guard lock(mutex_);
+    return records_.size();
+  }
+
  private:
-  static constexpr std::size_t kept = 32;
+  static constexpr std::size_t none = ~std::size_t(0);
+  static constexpr std::uint32_t empty = ~std::uint32_t(0);
+
+  static std::uint64_t hash_of(buffer_list const& buffers, std::uint64_t numbers) {
+    std::uint64_t h = numbers ^ 0x9e3779b97f4a7c15ull;
+    for (std::size_t k = 0; k < buffers.size(); ++k) {
+      h ^= std::uint64_t(reinterpret_cast<std::uintptr_t>(buffers[k]));
+      h *= 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 31;
+    }
+    return h;
+  }
+  std::size_t mask() const { return slots_.size() - 1; }
+
+  std::size_t find(buffer_list const& buffers, std::uint64_t numbers, std::uint64_t h) const {
+    if (slots_.empty()) return none;
+    for (std::size_t s = h & mask(); slots_[s] != empty; s = (s + 1) & mask()) {
+      forward_record const& r = records_[slots_[s]];
+      if (r.hash == h && r.same_launch(buffers, numbers)) return slots_[s];
+    }
+    return none;
+  }
+  void index(std::size_t at) {
+    std::size_t s = records_[at].hash & mask();
+    while (slots_[s] != empty) s = (s + 1) & mask();
+    slots_[s] = std::uint32_t(at);
+  }
+  // Takes record `at` out of the table, moving back the records after it
+  // that probing would no longer reach (deletion by backward shift).
+  void unindex(std::size_t at) {
+    std::size_t i = records_[at].hash & mask();
+    while (slots_[i] != std::uint32_t(at)) i = (i + 1) & mask();
+    for (std::size_t j = (i + 1) & mask(); slots_[j] != empty; j = (j + 1) & mask()) {
+      std::size_t const home = records_[slots_[j]].hash & mask();
+      bool const reachable = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+      if (!reachable) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i] = empty;
+  }
+  // A table of twice the records' capacity (a power of two), filled again.
+  void reindex() {
+    std::size_t size = 16;
+    while (size < 2 * records_.capacity()) size *= 2;
+    slots_.assign(size, empty);
+    for (std::size_t k = 0; k + 1 < records_.size(); ++k) index(k);  // the last is indexed by the caller
+  }
+
   mutable std::mutex mutex_;
   std::vector<forward_record> records_;
+  std::vector<std::uint32_t> slots_;
+  std::size_t next_ = 0;  // once full: the oldest record, replaced next
 };
 
 }  // namespace ctg::detail
