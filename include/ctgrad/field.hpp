@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <new>
@@ -261,6 +262,13 @@ struct buffer_state {
   std::vector<std::uint64_t> row_stamps;
   std::uint64_t latest_row_stamp = 0;
   std::uint64_t watched = none;  // a version some live tape needs
+  // The version the last launch to write the buffer left, its write stamp,
+  // and the tape recording on the thread that launched it (none: null). A
+  // tape that reads a version some other launch wrote while it recorded
+  // could not chain the gradient through that launch (tape.hpp).
+  std::uint64_t launch_version = none;
+  std::uint64_t launch_stamp = 0;
+  void const* launch_recorder = nullptr;
   bool touched = false;
   std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
 };
@@ -511,7 +519,16 @@ struct field_storage {
     std::uint64_t const stamp = next_write_stamp();
     for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;
     b.latest_row_stamp = stamp;
+  }  // A launch wrote `rows` (as note_rows_write), recorded by `recorder`, the
+  // tape recording on the launching thread (or none).
+  void note_launch_write(int which, row_set const& rows, std::int64_t extent, void const* recorder) {
+    note_rows_write(which, rows, extent);
+    buffer_state& b = state[which];
+    b.launch_version = b.version;
+    b.launch_stamp = next_write_stamp();
+    b.launch_recorder = recorder;
   }
+
   // Whether a launch or a whole-buffer operation wrote any of `rows` after
   // the write stamped `stamp`.
   bool rows_written_after(int which, row_set const& rows, std::uint64_t stamp) const {
@@ -586,6 +603,34 @@ struct field_storage {
     if (owned[2]) release(dual);
   }
 };
+
+// What a tape recording on this thread (tape.hpp) is told of a whole-buffer
+// host write of a field's values (fill, copy_from), so that it can keep the
+// values an adjoint needs and place the write among the launches it
+// records: the write runs inside the call; `adjoint` is what it does in the
+// reverse sweep (the values written are constants, so their gradient stops
+// there; copied from a field with a gradient, it passes to that field).
+struct host_write {
+  char const* what = "";  // "fill", "copy_from"
+  std::shared_ptr<field_storage> const* target = nullptr;
+  std::string const* target_name = nullptr;
+  std::shared_ptr<field_storage> const* source = nullptr;  // copied from another field
+  std::string const* source_name = nullptr;
+  std::function<void()> adjoint;
+  // backward() zeroes the gradients of the target and of a source with one
+  // first, as it does a launch argument's.
+  std::function<void()> clear_target_gradient, clear_source_gradient;
+};
+struct host_write_observer {
+  virtual void observe(host_write&& w, std::function<void()> const& write) = 0;
+
+ protected:
+  ~host_write_observer() = default;
+};
+inline host_write_observer*& host_write_observer_of_thread() {
+  thread_local host_write_observer* observer = nullptr;
+  return observer;
+}
 
 // A field handle on memory ctgrad does not own (view.hpp builds these).
 struct adopt_memory_t {};
@@ -749,12 +794,14 @@ class field {
     settle();
     return owner_ ? owner_->state[which_].version : 0;
   }
-  // The same for a launch that wrote only `rows` of the first axis.
-  void note_rows_write(detail::row_set const& rows) const {
+  // The same for a launch that wrote only `rows` of the first axis, under
+  // the tape `recorder` (the one recording on the launching thread, or none).
+  void note_launch_write(detail::row_set const& rows, void const* recorder) const {
+    if (!owner_) return;
     if constexpr (Rank == 0)
-      note_write();
-    else if (owner_)
-      owner_->note_rows_write(which_, rows, shape_[0]);
+      owner_->note_launch_write(which_, rows, 0, recorder);
+    else
+      owner_->note_launch_write(which_, rows, shape_[0], recorder);
   }
   // Whether a launch or a whole-field operation wrote `rows` of the first
   // axis after the write stamped `stamp` (detail::next_write_stamp).
@@ -782,14 +829,19 @@ class field {
   }
 
   // ---- whole-field operations ---------------------------------------------
+  // Under a tape, these are recorded (detail::host_write_observer): the
+  // values they write are constants to the adjoints, and a field copied from
+  // another passes its gradient back to it.
   void fill(T const& value) const {
-    if (space_ == memory_space::host && !is_strided) {
-      std::fill(data_, data_ + size(), value);
-      note_write();
-    } else {
-      std::vector<T> tmp(std::size_t(size()), value);
-      copy_from(std::span<T const>(tmp));
-    }
+    observed_write("fill", nullptr, [&] {
+      if (space_ == memory_space::host && !is_strided) {
+        std::fill(data_, data_ + size(), value);
+        note_write();
+      } else {
+        std::vector<T> tmp(std::size_t(size()), value);
+        copy_values(std::span<T const>(tmp));
+      }
+    });
   }
   void zero_grad() const {
     static_assert(has_grad, "CTG-FIELD-004 zero_grad() on a field without a gradient buffer");
@@ -804,8 +856,7 @@ class field {
 
   void copy_from(std::span<T const> src) const {
     check_count(src.size(), "copy_from");
-    copy_bytes(data_, src.data(), /*to_field=*/true);
-    note_write();
+    observed_write("copy_from", nullptr, [&] { copy_values(src); });
   }
   void copy_from(std::vector<T> const& src) const {
     if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits
@@ -839,13 +890,26 @@ class field {
       throw launch_error("copy_from: field '" + other.name() + "' has shape " +
                          other.shape_string() + ", field '" + name_ + "' has shape " +
                          shape_string());
-    if (space_ == memory_space::host && other.space() == memory_space::host && !is_strided &&
-        !field<T, Rank, F2>::is_strided) {
-      std::copy(other.data(), other.data() + size(), data_);
-      note_write();
-      return;
+    auto write = [&] {
+      if (space_ == memory_space::host && other.space() == memory_space::host && !is_strided &&
+          !field<T, Rank, F2>::is_strided) {
+        std::copy(other.data(), other.data() + size(), data_);
+        note_write();
+      } else {
+        std::vector<T> const values = other.to_vector();
+        copy_values(std::span<T const>(values));
+      }
+    };
+    if constexpr (field<T, Rank, F2>::has_grad) {
+      if (other.buffer_index() == 0) {
+        observed_write("copy_from", &other, write, [target = *this, source = other] {
+          source.add_gradient(target);
+          target.clear_gradient();
+        }, [source = other] { source.clear_gradient(); });
+        return;
+      }
     }
-    copy_from(other.to_vector());
+    observed_write("copy_from", nullptr, write);
   }
   // A new field of the same type and shape in `space`, holding a copy of the
   // values (gradient and tangent buffers start at zero).
@@ -922,6 +986,58 @@ class field {
  private:
   template <class, int, flags>
   friend class field;
+
+  // Adds the gradient of `other` (same shape) into this field's gradient:
+  // the adjoint of this field's values copied into `other`.
+  template <flags F2>
+  void add_gradient(field<T, Rank, F2> const& other) const {
+    if constexpr (has_grad && field<T, Rank, F2>::has_grad) {
+      std::vector<T> sum = grad().to_vector();
+      std::vector<T> const more = other.grad().to_vector();
+      for (std::size_t k = 0; k < sum.size(); ++k) sum[k] = sum[k] + more[k];
+      grad().copy_from(sum);
+    }
+  }
+  // Zeroes the gradient, if there is one: the adjoint of an overwrite.
+  void clear_gradient() const {
+    if constexpr (has_grad) zero_grad();
+  }
+
+  // Copies packed values into the buffer (in its memory space, through its
+  // strides) and marks the write.
+  void copy_values(std::span<T const> src) const {
+    copy_bytes(data_, src.data(), /*to_field=*/true);
+    note_write();
+  }
+  // Runs `write`, a whole-buffer write of this handle's values, where a tape
+  // recording on this thread sees it (detail::host_write_observer). Writes
+  // to a gradient or tangent buffer are the tape's own business.
+  template <class Write>
+  void observed_write(char const* what, std::nullptr_t, Write const& write) const {
+    observed_write(what, static_cast<field const*>(nullptr), write, [target = *this] { target.clear_gradient(); },
+                   nullptr);
+  }
+  template <class Source, class Write, class Adjoint, class ClearSource>
+  void observed_write(char const* what, Source const* source, Write const& write, Adjoint&& adjoint,
+                      ClearSource&& clear_source) const {
+    detail::host_write_observer* const observer = detail::host_write_observer_of_thread();
+    if (observer == nullptr || owner_ == nullptr || which_ != 0) {
+      write();
+      return;
+    }
+    detail::host_write w;
+    w.what = what;
+    w.target = &owner_;
+    w.target_name = &name_;
+    if (source) {
+      w.source = &source->storage();
+      w.source_name = &source->name();
+    }
+    w.adjoint = std::forward<Adjoint>(adjoint);
+    if constexpr (has_grad) w.clear_target_gradient = [target = *this] { target.clear_gradient(); };
+    w.clear_source_gradient = std::forward<ClearSource>(clear_source);
+    observer->observe(std::move(w), write);
+  }
 
   static shape_type to_shape(std::initializer_list<int> list, std::string_view name) {
     if (list.size() != std::size_t(Rank))

@@ -296,7 +296,20 @@ class kernel_t {
         (void)sizeof(typename first_diagnostic<Name, tangent_findings<decltype(kir_t::offloads)>,
                                                detail::type_list<A...>>::type);
       } else {
-        (void)launch<backend::tangent_pass>(args...);
+        // Its writes count as any launch's (k.grad and tapes compare
+        // versions). A tape records it as a launch without an adjoint, which
+        // only fields without gradients allow.
+        tape* const t = detail::active_tape();
+        std::size_t entry = 0;
+        std::vector<detail::launch_use> uses;
+        if (t) {
+          if constexpr ((detail::has_grad_arg<A> || ...)) detail::raise_forward_mode_on_tape(Name.view());
+          uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
+          entry = t->begin_launch(Name.view(), uses);
+        }
+        auto const rows = launch<backend::tangent_pass>(args...);
+        note_writes(written_params<A...>(), rows, args...);
+        if (t) t->end_launch(entry, uses, {});
       }
     }
   }
@@ -604,13 +617,15 @@ class kernel_t {
   }
 
   // Marks the fields a launch wrote, and which rows (their versions and
-  // write stamps, for tapes and k.grad).
+  // write stamps, for tapes and k.grad), with the tape recording on this
+  // thread (tape.hpp: a tape reading what another launch wrote).
   template <class... A>
   static void note_writes(unsigned long long written, detail::launch_rows<sizeof...(A)> const& rows, A const&... args) {
+    void const* const recorder = detail::active_tape();
     int i = 0;
     auto mark = [&](auto const& a) {
       if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((written & ir::param_bit(i)) != 0) a.note_rows_write(rows.writes[i]);
+        if ((written & ir::param_bit(i)) != 0) a.note_launch_write(rows.writes[i], recorder);
       ++i;
     };
     (mark(args), ...);
@@ -754,7 +769,8 @@ class kernel_t {
            space, args...),
        ...);
     }(std::make_index_sequence<count>{});
-    if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass>)
+    if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass> ||
+                  std::is_same_v<Pass, backend::tangent_pass>)
       return rows_of(kir, bound, args...);
     else
       return {};

@@ -121,6 +121,14 @@ inline std::string kernel_prefix(std::string_view kernel) { return "kernel '" + 
                        "run the adjoints, or call value_and_grad outside the tape");
 }
 
+[[noreturn]] inline void raise_forward_mode_on_tape(std::string_view kernel) {
+  throw autodiff_error("CTG-TAPE-010 " + kernel_prefix(kernel) +
+                       ": k.fwd under a ctg::tape on fields with gradients: forward mode builds no adjoint, so "
+                       "the tape would chain the other launches' adjoints around what it wrote and the "
+                       "gradient would miss it. Fix: launch k(args...) on the tape, and k.fwd before the tape "
+                       "starts or after backward()");
+}
+
 // CTG-EXPR-010: `dropped` is the first statement an itemised trace of the
 // body saw built and dropped (none when the trace could not tell which).
 [[noreturn]] inline void raise_dropped_statement(std::string_view kernel, ir::dropped_statement const* dropped,

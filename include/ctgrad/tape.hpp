@@ -86,7 +86,7 @@ struct launch_use {
 
 }  // namespace detail
 
-class tape {
+class tape : private detail::host_write_observer {
  public:
   template <class T, flags F>
   explicit tape(field<T, 0, F> const& loss) : tape(loss, tape_options{}) {}
@@ -101,7 +101,7 @@ class tape {
       throw autodiff_error("ctg::tape: another tape is already recording on this thread; tapes do not nest");
     seed_ = [loss] { loss.grad().fill(T(1)); };
     note_gradient(loss);
-    detail::active_tape() = this;
+    record_here(this);
   }
 
   // The loss must be a 0-d field with a gradient buffer.
@@ -287,6 +287,10 @@ class tape {
       uses[k].storage->settle(uses[k].which);
       launch_buffers_[k] = buffer_for(uses[k]);
     }
+    for (std::size_t k = 0; k < uses.size(); ++k) {
+      if (uses[k].read) check_written_unrecorded(kernel, number, uses[k]);
+      if (!active_) check_elements_written(kernel, number, uses[k], buffers_[launch_buffers_[k]]);
+    }
     if (active_) rollout_sees(kernel, number, uses);
     launch_entry e;
     if (record_) {
@@ -361,6 +365,13 @@ class tape {
         tb.ro_seen = version_of(tb);
         watch(tb, tb.ro_seen);
       }
+    else
+      for (std::size_t k = 0; k < uses.size(); ++k)
+        if (differentiable_values(uses[k])) {
+          tracked& tb = buffers_[launch_buffers_[k]];
+          tb.seen = version_of(tb);
+          watch(tb, tb.seen);
+        }
   }
   // A launch argument: when it is a field with a gradient, backward() clears
   // that gradient first.
@@ -399,6 +410,9 @@ class tape {
     int ro_first_step = -1, ro_last_write_step = -1;
     std::uint64_t ro_seen = none;        // its version after the rollout's last launch on it
     std::uint64_t ro_first_read = none;  // its version when a step first read it
+    // Outside rollouts, for the values of a field with a gradient: its
+    // version after the last recorded launch or host write on it.
+    std::uint64_t seen = none;
   };
   struct need {
     std::size_t buffer;
@@ -461,6 +475,74 @@ class tape {
     index_.emplace(key, buffers_.size() - 1);
     return buffers_.size() - 1;
   }
+  // A whole-field host write (fill, copy_from), recorded as a launch that
+  // writes the field (and reads its source): the tape keeps the values an
+  // adjoint needs before it runs, and its adjoint zeroes the field's
+  // gradient (passing it to the source first). Not recorded: a write to a
+  // field no recorded launch has used, and no source the tape has seen
+  // (its initial values); writes inside a rollout's steps (CTG-TAPE-007
+  // finds those the steps read); writes after backward().
+  void observe(detail::host_write&& w, std::function<void()> const& write) override {
+    auto const seen = [&](std::shared_ptr<detail::field_storage> const* s) {
+      return s != nullptr && index_.count({static_cast<void const*>(s->get()), 0}) != 0;
+    };
+    if (active_ != nullptr || done_ || detail::active_tape() != this || !(seen(w.target) || seen(w.source))) {
+      write();
+      return;
+    }
+    std::vector<detail::launch_use> uses;
+    uses.push_back({*w.target, 0, *w.target_name, -1, false, false, true, false});
+    if (w.source) {
+      uses.push_back({*w.source, 0, *w.source_name, -1, false, false, false, true});
+      if (w.clear_source_gradient && gradients_seen_.insert(w.source->get()).second)
+        zero_grads_.push_back(std::move(w.clear_source_gradient));
+    }
+    if (w.clear_target_gradient && gradients_seen_.insert(w.target->get()).second)
+      zero_grads_.push_back(std::move(w.clear_target_gradient));
+    std::size_t const entry = begin_launch(std::string("host ") + w.what + " of '" + *w.target_name + "'", uses);
+    write();
+    end_launch(entry, uses, std::move(w.adjoint));
+  }
+
+  static bool differentiable_values(detail::launch_use const& u) {
+    return u.which == 0 && u.storage->grad != nullptr;
+  }
+  // CTG-TAPE-012: a launch reads a field with a gradient whose elements the
+  // host wrote (at(), map(), flat() on a non-const handle) since the tape's
+  // last launch on it. Those values are constants, and their gradient must
+  // stop there, but which elements changed is not known: the adjoints would
+  // pass the gradient of every element on, silently. (Reads through such a
+  // handle change nothing: the tape watches the field and compares.)
+  void check_elements_written(std::string_view kernel, int number, detail::launch_use const& u,
+                              tracked const& tb) const {
+    if (!(u.read || u.needed) || !differentiable_values(u) || tb.seen == none || version_of(tb) == tb.seen) return;
+    detail::buffer_state const& b = u.storage->state[u.which];
+    if (b.launch_version == b.version) return;  // a launch wrote it since (CTG-TAPE-011 if not recorded)
+    throw autodiff_error("CTG-TAPE-012 launch #" + std::to_string(number) + " (kernel '" + std::string(kernel) +
+                         "') reads field '" + u.name +
+                         "', whose elements the host wrote (at(), map() or flat() on a non-const handle) since "
+                         "the tape's last launch on it: the values written are constants to the gradient, but "
+                         "which ones changed is not known. Fix: write the whole field with fill or copy_from, "
+                         "which the tape records, or make the change with a kernel");
+  }
+
+  // CTG-TAPE-011: a launch reads a field with a gradient whose values a
+  // launch this tape did not record (on another thread, under another tape)
+  // wrote while it recorded. The tape cannot chain the gradient through
+  // that launch: it would stop at the field, silently. A host write since
+  // (fill, copy_from) makes the values constants, which is fine.
+  void check_written_unrecorded(std::string_view kernel, int number, detail::launch_use const& u) const {
+    if (u.which != 0 || u.storage->grad == nullptr) return;
+    detail::buffer_state const& b = u.storage->state[u.which];
+    if (b.launch_version != b.version || b.launch_recorder == static_cast<void const*>(this) ||
+        b.launch_stamp <= started_)
+      return;
+    throw autodiff_error("CTG-TAPE-011 launch #" + std::to_string(number) + " (kernel '" + std::string(kernel) +
+                         "') reads field '" + u.name +
+                         "', which a launch this tape did not record wrote while it recorded (a launch on "
+                         "another thread, or under another tape): the gradient would stop at that field. Fix: "
+                         "launch that kernel on the thread the tape records, or before the tape starts");
+  }
   std::string kernel_of(int number) const {
     for (auto const& l : launches_)
       if (l.number == number) return l.kernel;
@@ -515,9 +597,10 @@ class tape {
       throw autodiff_error("CTG-TAPE-003 kernel '" + l.kernel + "' (launch #" + std::to_string(l.number) +
                            ", parameter #" + std::to_string(n.param) + ") needs field '" + t.name +
                            "' as it was when it ran, but the field changed since by something the tape did not "
-                           "record: a host write (at() on a non-const handle, fill, copy_from), a launch under "
-                           "another tape, or a launch made after this tape stopped recording. Fix: leave the field "
-                           "alone until backward(), or write to another field");
+                           "record: a host write (at(), map() or flat() on a non-const handle; fill or copy_from in "
+                           "a rollout's step), a launch under another tape, or a launch made after this tape "
+                           "stopped recording. Fix: leave the field alone until backward(), or write to another "
+                           "field");
     restore(t, n.version);
   }
   // Every field ends with its final forward values.
@@ -532,7 +615,13 @@ class tape {
     return out;
   }
   void stop_recording() {
-    if (detail::active_tape() == this) detail::active_tape() = nullptr;
+    if (detail::active_tape() == this) record_here(nullptr);
+  }
+  // The tape recording on this thread: launches and whole-field host writes
+  // (detail::host_write_observer) go to it.
+  static void record_here(tape* t) {
+    detail::active_tape() = t;
+    detail::host_write_observer_of_thread() = t;
   }
   // The storages no longer need copies on touch for this tape; every copy goes.
   void unwatch() {
@@ -902,7 +991,7 @@ class tape {
       explicit replaying(tape* tp, rollout_run* run) : t(tp) {
         t->replaying_ = true;
         t->active_ = run;
-        detail::active_tape() = t;
+        record_here(t);
       }
       ~replaying() {
         t->replaying_ = false;
@@ -912,7 +1001,7 @@ class tape {
         for (auto& e : t->step_entries_)
           for (auto const& n : e.needs) t->drop(t->buffers_[n.buffer], n.version);
         t->step_entries_.clear();
-        if (detail::active_tape() == t) detail::active_tape() = nullptr;
+        if (detail::active_tape() == t) record_here(nullptr);
       }
       replaying(replaying const&) = delete;
       replaying& operator=(replaying const&) = delete;
@@ -1004,6 +1093,7 @@ class tape {
   std::size_t bytes_saved_ = 0, live_bytes_ = 0, peak_bytes_ = 0;
   bool done_ = false;
   int launch_count_ = 0;
+  std::uint64_t started_ = detail::next_write_stamp();  // writes stamped later came while it recorded
   std::vector<std::size_t> launch_buffers_;  // the buffers of the launch between begin_ and end_launch
   // Rollouts: the one whose steps run now, whether launches are recorded
   // (not while a checkpointed rollout advances), and where to.
