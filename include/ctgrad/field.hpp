@@ -618,8 +618,8 @@ struct host_write {
   std::string const* source_name = nullptr;
   std::function<void()> adjoint;
   // backward() zeroes the gradients of the target and of a source with one
-  // first, as it does a launch argument's.
-  std::function<void()> clear_target_gradient, clear_source_gradient;
+  // first, as it does a launch argument's (field::zero_grad_for_backward).
+  std::function<std::function<void()>(bool)> clear_target_gradient, clear_source_gradient;
 };
 struct host_write_observer {
   virtual void observe(host_write&& w, std::function<void()> const& write) = 0;
@@ -848,6 +848,28 @@ class field {
     zero_buffer(grad_, 1);
     owner_->note_write(1);
   }
+  // Zeroes the gradient before a tape's backward(); with `keep`
+  // (ctg::keep_gradients) copies it first and returns what adds the copy
+  // back once backward() is done, so that the gradient is added to what was
+  // there, and none of it flows through the adjoints as if it were theirs.
+  std::function<void()> zero_grad_for_backward(bool keep) const {
+    if constexpr (has_grad) {
+      std::function<void()> add_back;
+      if (keep) {
+        auto kept = std::make_shared<std::vector<T>>(grad().to_vector());
+        add_back = [target = *this, kept] {
+          std::vector<T> sum = target.grad().to_vector();
+          for (std::size_t k = 0; k < sum.size(); ++k) sum[k] = sum[k] + (*kept)[k];
+          target.grad().copy_from(sum);
+        };
+      }
+      zero_grad();
+      return add_back;
+    } else {
+      (void)keep;
+      return {};
+    }
+  }
   void zero_dual() const {
     static_assert(has_dual, "CTG-FIELD-004 zero_dual() on a field without a tangent buffer");
     zero_buffer(dual_, 2);
@@ -905,7 +927,7 @@ class field {
         observed_write("copy_from", &other, write, [target = *this, source = other] {
           source.add_gradient(target);
           target.clear_gradient();
-        }, [source = other] { source.clear_gradient(); });
+        }, [source = other](bool keep) { return source.zero_grad_for_backward(keep); });
         return;
       }
     }
@@ -1034,7 +1056,8 @@ class field {
       w.source_name = &source->name();
     }
     w.adjoint = std::forward<Adjoint>(adjoint);
-    if constexpr (has_grad) w.clear_target_gradient = [target = *this] { target.clear_gradient(); };
+    if constexpr (has_grad)
+      w.clear_target_gradient = [target = *this](bool keep) { return target.zero_grad_for_backward(keep); };
     w.clear_source_gradient = std::forward<ClearSource>(clear_source);
     observer->observe(std::move(w), write);
   }

@@ -133,8 +133,15 @@ class tape : private detail::host_write_observer {
     stop_recording();
     for (auto const& check : before_backward_) check();
     for (auto& b : buffers_) b.storage->settle(b.which);
-    if (!opts_.keep_gradients)
-      for (auto& z : zero_grads_) z();
+    // With ctg::keep_gradients the gradients there are set aside and added
+    // back at the end: an intermediate field's gradient from an earlier
+    // backward() must not flow through this one's adjoints.
+    std::vector<std::function<void()>> add_back;
+    for (auto& z : zero_grads_)
+      if (auto a = z(opts_.keep_gradients)) add_back.push_back(std::move(a));
+    auto add_kept = [&] {
+      for (auto& a : add_back) a();
+    };
     seed_();
     // The final forward values are one more holder of their versions: copied
     // the first time an earlier version is put back.
@@ -157,10 +164,12 @@ class tape : private detail::host_write_observer {
     } catch (...) {
       put_back_final();
       unwatch();
+      add_kept();
       throw;
     }
     put_back_final();
     unwatch();
+    add_kept();
   }
 
   // Launches recorded with an adjoint (of a checkpointed rollout, those of
@@ -382,7 +391,8 @@ class tape : private detail::host_write_observer {
   template <class T, int R, flags F>
   void note_gradient(field<T, R, F> const& f) {
     if constexpr (has_flag(F, flags::grad)) {
-      if (gradients_seen_.insert(f.storage().get()).second) zero_grads_.push_back([f] { f.zero_grad(); });
+      if (gradients_seen_.insert(f.storage().get()).second)
+        zero_grads_.push_back([f](bool keep) { return f.zero_grad_for_backward(keep); });
     }
   }
 
@@ -1085,7 +1095,7 @@ class tape : private detail::host_write_observer {
   std::vector<launch_entry> launches_;
   std::vector<tracked> buffers_;
   std::map<std::pair<void const*, int>, std::size_t> index_;
-  std::vector<std::function<void()>> zero_grads_;
+  std::vector<std::function<std::function<void()>(bool)>> zero_grads_;  // field::zero_grad_for_backward
   std::set<void const*> gradients_seen_;
   std::vector<std::string> scopes_;
   std::function<void()> seed_;

@@ -101,6 +101,23 @@ TEST_CASE("backward() zeroes the recorded fields' gradients first, unless ctg::k
     for (int i = 0; i < n; i += 37) CHECK(p.x.grad().at(i) == Approx(100.0 + p.dx(i)).epsilon(1e-12));
     CHECK(p.w.grad().at() == Approx(42.0 + p.dw()).epsilon(1e-11));
   }
+  SUBCASE("keep_gradients: an intermediate field's gradient from an earlier backward() flows nowhere") {
+    // Two batches, each h = w x_b, loss = h^2: d loss / dw summed is
+    // 2 w (1^2 + 2^2) = 15 at w = 1.5. The gradient h kept from the first
+    // batch must not act as a seed of the second's adjoint (21 if it does).
+    ctg::field<double, 0, ctg::grad> w({.name = "w"}), h({.name = "h"}), loss({.name = "loss"});
+    constexpr auto scale = ctg::kernel<"scale_batch">([](auto w, auto h, double x) { return h() += w() * x; });
+    constexpr auto square = ctg::kernel<"square_batch">([](auto h, auto loss) { return loss() = h() * h(); });
+    w.at() = 1.5;
+    for (double x : {1.0, 2.0}) {
+      h.fill(0.0);
+      ctg::tape tape(loss, ctg::keep_gradients);
+      scale(w, h, x);
+      square(h, loss);
+      tape.backward();
+    }
+    CHECK(w.grad().at() == Approx(15.0));
+  }
 }
 
 TEST_CASE("backward() twice throws; a second tape cannot record while one is active") {
