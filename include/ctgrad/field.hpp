@@ -912,6 +912,9 @@ class field {
       throw launch_error("copy_from: field '" + other.name() + "' has shape " +
                          other.shape_string() + ", field '" + name_ + "' has shape " +
                          shape_string());
+    // A field copied into itself (the same buffer) is left as it is: a write
+    // would be a change to a tape, and an adjoint the identity.
+    if (other.storage() == owner_ && other.buffer_index() == which_) return;
     auto write = [&] {
       if (space_ == memory_space::host && other.space() == memory_space::host && !is_strided &&
           !field<T, Rank, F2>::is_strided) {

@@ -136,12 +136,14 @@ class tape : private detail::host_write_observer {
     // With ctg::keep_gradients the gradients there are set aside and added
     // back at the end: an intermediate field's gradient from an earlier
     // backward() must not flow through this one's adjoints.
-    std::vector<std::function<void()>> add_back;
+    struct adding_back {
+      std::vector<std::function<void()>> kept;
+      ~adding_back() {
+        for (auto& a : kept) a();
+      }
+    } add_back;
     for (auto& z : zero_grads_)
-      if (auto a = z(opts_.keep_gradients)) add_back.push_back(std::move(a));
-    auto add_kept = [&] {
-      for (auto& a : add_back) a();
-    };
+      if (auto a = z(opts_.keep_gradients)) add_back.kept.push_back(std::move(a));
     seed_();
     // The final forward values are one more holder of their versions: copied
     // the first time an earlier version is put back.
@@ -164,12 +166,10 @@ class tape : private detail::host_write_observer {
     } catch (...) {
       put_back_final();
       unwatch();
-      add_kept();
       throw;
     }
     put_back_final();
     unwatch();
-    add_kept();
   }
 
   // Launches recorded with an adjoint (of a checkpointed rollout, those of
@@ -298,7 +298,12 @@ class tape : private detail::host_write_observer {
     }
     for (std::size_t k = 0; k < uses.size(); ++k) {
       if (uses[k].read) check_written_unrecorded(kernel, number, uses[k]);
-      if (!active_) check_elements_written(kernel, number, uses[k], buffers_[launch_buffers_[k]]);
+      // Inside a rollout, from its second launch on the field, CTG-TAPE-007
+      // says it (rollout_sees); runs of a step again in backward() start
+      // from snapshots the tape put back.
+      tracked const& tb = buffers_[launch_buffers_[k]];
+      if (!replaying_ && (active_ == nullptr || tb.ro_run != active_->id))
+        check_elements_written(kernel, number, uses[k], tb);
     }
     if (active_) rollout_sees(kernel, number, uses);
     launch_entry e;
@@ -368,19 +373,17 @@ class tape : private detail::host_write_observer {
     }
     // A read through at() on a non-const handle between the steps is then
     // found unchanged, not taken for a write.
-    if (active_)
-      for (std::size_t k = 0; k < uses.size(); ++k) {
-        tracked& tb = buffers_[launch_buffers_[k]];
+    // Outside rollouts the tape watches the fields with gradients it has
+    // seen, for the same reason (CTG-TAPE-012); a rollout's steps have their
+    // own rules, and a rollout that fails keeps none of its launches.
+    for (std::size_t k = 0; k < uses.size(); ++k) {
+      tracked& tb = buffers_[launch_buffers_[k]];
+      if (active_)
         tb.ro_seen = version_of(tb);
-        watch(tb, tb.ro_seen);
-      }
-    else
-      for (std::size_t k = 0; k < uses.size(); ++k)
-        if (differentiable_values(uses[k])) {
-          tracked& tb = buffers_[launch_buffers_[k]];
-          tb.seen = version_of(tb);
-          watch(tb, tb.seen);
-        }
+      else if (differentiable_values(uses[k]))
+        tb.seen = version_of(tb);
+      if (active_ || differentiable_values(uses[k])) watch(tb, version_of(tb));
+    }
   }
   // A launch argument: when it is a field with a gradient, backward() clears
   // that gradient first.
@@ -420,8 +423,8 @@ class tape : private detail::host_write_observer {
     int ro_first_step = -1, ro_last_write_step = -1;
     std::uint64_t ro_seen = none;        // its version after the rollout's last launch on it
     std::uint64_t ro_first_read = none;  // its version when a step first read it
-    // Outside rollouts, for the values of a field with a gradient: its
-    // version after the last recorded launch or host write on it.
+    // For the values of a field with a gradient: its version after the last
+    // launch or host write on it the tape recorded outside rollouts.
     std::uint64_t seen = none;
   };
   struct need {
@@ -488,15 +491,17 @@ class tape : private detail::host_write_observer {
   // A whole-field host write (fill, copy_from), recorded as a launch that
   // writes the field (and reads its source): the tape keeps the values an
   // adjoint needs before it runs, and its adjoint zeroes the field's
-  // gradient (passing it to the source first). Not recorded: a write to a
-  // field no recorded launch has used, and no source the tape has seen
-  // (its initial values); writes inside a rollout's steps (CTG-TAPE-007
-  // finds those the steps read); writes after backward().
+  // gradient (passing it to the source first). Not recorded: constants
+  // written to a field no recorded launch has used yet (its initial values,
+  // whose gradient is what the user asks for); writes inside a rollout's
+  // steps (CTG-TAPE-007 finds those the steps read); writes after
+  // backward(). A copy from a field with a gradient is always recorded: its
+  // gradient flows to that field.
   void observe(detail::host_write&& w, std::function<void()> const& write) override {
     auto const seen = [&](std::shared_ptr<detail::field_storage> const* s) {
       return s != nullptr && index_.count({static_cast<void const*>(s->get()), 0}) != 0;
     };
-    if (active_ != nullptr || done_ || detail::active_tape() != this || !(seen(w.target) || seen(w.source))) {
+    if (active_ != nullptr || done_ || detail::active_tape() != this || !(seen(w.target) || w.source)) {
       write();
       return;
     }
@@ -517,23 +522,29 @@ class tape : private detail::host_write_observer {
   static bool differentiable_values(detail::launch_use const& u) {
     return u.which == 0 && u.storage->grad != nullptr;
   }
-  // CTG-TAPE-012: a launch reads a field with a gradient whose elements the
-  // host wrote (at(), map(), flat() on a non-const handle) since the tape's
-  // last launch on it. Those values are constants, and their gradient must
-  // stop there, but which elements changed is not known: the adjoints would
-  // pass the gradient of every element on, silently. (Reads through such a
+  // CTG-TAPE-012: a launch uses a field with a gradient whose values the
+  // host changed since the tape's last launch on it in a way the tape could
+  // not record: elements (at(), map(), flat() on a non-const handle), or a
+  // whole-field write where the tape does not record one (another thread, a
+  // checkpointed rollout's step). Those values are constants, and their
+  // gradient must stop there, but which ones changed is not known: the
+  // adjoints would pass the gradient of every element on, silently. Checked
+  // for every use, a launch that writes the field too: one that writes part
+  // of it would hide the change from the next. (Reads through a non-const
   // handle change nothing: the tape watches the field and compares.)
   void check_elements_written(std::string_view kernel, int number, detail::launch_use const& u,
                               tracked const& tb) const {
-    if (!(u.read || u.needed) || !differentiable_values(u) || tb.seen == none || version_of(tb) == tb.seen) return;
+    if (!differentiable_values(u) || tb.seen == none || version_of(tb) == tb.seen) return;
     detail::buffer_state const& b = u.storage->state[u.which];
     if (b.launch_version == b.version) return;  // a launch wrote it since (CTG-TAPE-011 if not recorded)
     throw autodiff_error("CTG-TAPE-012 launch #" + std::to_string(number) + " (kernel '" + std::string(kernel) +
-                         "') reads field '" + u.name +
-                         "', whose elements the host wrote (at(), map() or flat() on a non-const handle) since "
-                         "the tape's last launch on it: the values written are constants to the gradient, but "
-                         "which ones changed is not known. Fix: write the whole field with fill or copy_from, "
-                         "which the tape records, or make the change with a kernel");
+                         "') uses field '" + u.name +
+                         "', whose values the host changed since the tape's last launch on it in a way the tape "
+                         "could not record (elements through at(), map() or flat() on a non-const handle; or a "
+                         "whole-field write on another thread, or in a checkpointed rollout's step): they are "
+                         "constants to the gradient, but which ones changed is not known. Fix: write the whole "
+                         "field with fill or copy_from on the tape's thread, which the tape records, or make the "
+                         "change with a kernel");
   }
 
   // CTG-TAPE-011: a launch reads a field with a gradient whose values a
@@ -590,6 +601,7 @@ class tape : private detail::host_write_observer {
     auto const& s = *t.storage;
     s.copy_within_space(s.buffer(t.which), t.kept.at(version).data.get());
     t.storage->state[t.which].version = version;
+    if (t.seen != none) t.seen = version;  // the tape's own write: nothing it could not record
   }
   bool has_copy(tracked const& t, std::uint64_t version) const {
     auto const it = t.kept.find(version);
@@ -638,6 +650,7 @@ class tape : private detail::host_write_observer {
     for (auto& b : buffers_) {
       auto& st = b.storage->state[b.which];
       if (b.watch != none && st.watched == b.watch) st.watched = none;
+      b.watch = none;  // done: a later tape's watch of the same version is its own
       b.kept.clear();
     }
     live_bytes_ = 0;

@@ -669,6 +669,20 @@ TEST_CASE("a kernel's forward records: the last 4096 distinct launches, updated 
     else
       CHECK(stamp == std::uint64_t(10 + k));
   }
+  // A launch again makes its record the latest: it outlives those launched
+  // after its first launch (least recently used first out).
+  int filler[4096];
+  auto filler_list = [&](int k) {
+    ctg::detail::buffer_list b;
+    b.push(&filler[k]);
+    return b;
+  };
+  records.remember(list(904), 904 % 7, 777);
+  for (int k = 0; k < 4095; ++k) records.remember(filler_list(k), 0, std::uint64_t(k));
+  CHECK(records.stamp_of(list(904), 904 % 7) == 777u);
+  records.remember(filler_list(4095), 0, 1);
+  CHECK(!records.stamp_of(list(904), 904 % 7).has_value());
+  for (int k = 0; k < 5000; ++k) records.remember(list(k), std::uint64_t(k % 7), std::uint64_t(10 + k));
   // Launched again: one record, its stamp the latest.
   records.remember(list(4999), 4999 % 7, 99999);
   CHECK(records.stamp_of(list(4999), 4999 % 7) == 99999u);
@@ -677,4 +691,55 @@ TEST_CASE("a kernel's forward records: the last 4096 distinct launches, updated 
   records.remember(list(4998), 100, 123456);
   CHECK(records.stamp_of(list(4998), 555) == 123456u);
   CHECK(records.stamp_of(list(4998), 4998 % 7) == std::uint64_t(10 + 4998));
+}
+
+TEST_CASE("host copies on a tape: into itself, from a field no launch has used, partly overwritten") {
+  scal_t x({.name = "x"}), u({.name = "u"}), loss({.name = "loss"});
+  constexpr auto init = ctg::kernel<"init4">([](auto x, auto y) { return y() = x(); });
+  constexpr auto square = ctg::kernel<"square4">([](auto y, auto loss) { return loss() = y() * y(); });
+  x.at() = 1.5;
+  {
+    // A field copied into itself is unchanged: d (x^2) / dx = 2 x.
+    ctg::tape tape(loss);
+    init(x, u);
+    u.copy_from(u);
+    square(u, loss);
+    tape.backward();
+    CHECK(x.grad().at() == Approx(3.0));
+  }
+  {
+    // A copy from a field no launch has used yet (a learned initial state)
+    // passes the gradient to it, in place of what its gradient held.
+    x.grad().at() = 7.0;
+    ctg::tape tape(loss);
+    u.copy_from(x);
+    square(u, loss);
+    tape.backward();
+    CHECK(x.grad().at() == Approx(3.0));
+  }
+  {
+    // An element the host wrote, then a launch that writes another one: the
+    // launch must not hide the change from the read after it.
+    vec_t f({2}, {.name = "f"});
+    constexpr auto spread = ctg::kernel<"spread4">([](auto x, auto f) {
+      return ctg::range(f.size(), [=](auto i) { return f[i] = x(); });
+    });
+    constexpr auto first = ctg::kernel<"first4">([](auto x, auto f) { return f[0] = 2.0 * x(); });
+    ctg::tape tape(loss);
+    spread(x, f);
+    f.at(1) = 5.0;
+    CHECK_THROWS_WITH_AS(first(x, f), doctest::Contains("CTG-TAPE-012"), ctg::autodiff_error);
+  }
+}
+
+TEST_CASE("CTG-TAPE-012 before a checkpointed rollout's first launch on the field") {
+  scal_t x({.name = "x"}), p({.name = "p"}), loss({.name = "loss"});
+  constexpr auto init = ctg::kernel<"init5">([](auto x, auto p) { return p() = x(); });
+  constexpr auto grow = ctg::kernel<"grow5">([](auto p) { return p() = p() * 1.1; });
+  x.at() = 0.5;
+  ctg::tape tape(loss);
+  init(x, p);
+  p.at() = 0.75;  // a constant now: the gradient to x must stop here
+  CHECK_THROWS_WITH_AS(tape.rollout(4, [&](int) { grow(p); }, ctg::checkpoint{.snapshots = 2}),
+                       doctest::Contains("CTG-TAPE-012"), ctg::autodiff_error);
 }

@@ -48,12 +48,14 @@ struct forward_record {
   std::uint64_t numbers = 0;
   std::uint64_t stamp = 0;
   std::uint64_t hash = 0;  // of buffers and numbers
+  std::uint32_t older = ~std::uint32_t(0), newer = ~std::uint32_t(0);  // the order of use
 
   bool same_launch(buffer_list const& b, std::uint64_t n) const { return numbers == n && buffers == b; }
 };
 
-// One kernel's forward launches, the last `kept` distinct ones (a launch
-// again on the same buffers with the same numbers updates its record);
+// One kernel's forward launches, the `kept` distinct ones launched last (a
+// launch again on the same buffers with the same numbers updates its record
+// and makes it the latest);
 // safe to use from several threads. A rollout steps one kernel through
 // thousands of launches told apart by the step, and k.grad must find the
 // record of each; past `kept`, the oldest are forgotten, and k.grad of a
@@ -71,6 +73,7 @@ class forward_records {
     std::uint64_t const h = hash_of(buffers, numbers);
     if (std::size_t const found = find(buffers, numbers, h); found != none) {
       records_[found].stamp = stamp;
+      make_latest(found);
       return;
     }
     std::size_t at;
@@ -79,12 +82,13 @@ class forward_records {
       records_.push_back({});
       if (2 * records_.size() > slots_.size()) reindex();
     } else {
-      at = next_;
+      at = oldest_;  // forgotten
       unindex(at);
-      next_ = (next_ + 1) % kept;
+      unlink(at);
     }
     records_[at] = {std::move(buffers), numbers, stamp, h};
     index(at);
+    link_latest(at);
   }
 
   // The stamp of the launch on these buffers with these numbers; failing
@@ -119,6 +123,26 @@ class forward_records {
     return h;
   }
   std::size_t mask() const { return slots_.size() - 1; }
+
+  // The records in the order of use, oldest first: a list through them.
+  void unlink(std::size_t at) {
+    forward_record& r = records_[at];
+    (r.older != empty ? records_[r.older].newer : oldest_) = r.newer;
+    (r.newer != empty ? records_[r.newer].older : newest_) = r.older;
+    r.older = r.newer = empty;
+  }
+  void link_latest(std::size_t at) {
+    forward_record& r = records_[at];
+    r.older = newest_;
+    r.newer = empty;
+    (newest_ != empty ? records_[newest_].newer : oldest_) = std::uint32_t(at);
+    newest_ = std::uint32_t(at);
+  }
+  void make_latest(std::size_t at) {
+    if (newest_ == std::uint32_t(at)) return;
+    unlink(at);
+    link_latest(at);
+  }
 
   std::size_t find(buffer_list const& buffers, std::uint64_t numbers, std::uint64_t h) const {
     if (slots_.empty()) return none;
@@ -159,7 +183,7 @@ class forward_records {
   mutable std::mutex mutex_;
   std::vector<forward_record> records_;
   std::vector<std::uint32_t> slots_;
-  std::size_t next_ = 0;  // once full: the oldest record, replaced next
+  std::uint32_t oldest_ = empty, newest_ = empty;
 };
 
 }  // namespace ctg::detail
