@@ -82,6 +82,7 @@ struct launch_use {
   bool before = false; // ... as they were when the launch began (it overwrites them)
   bool written = false;
   bool read = false;   // the forward launch reads its values (loads, accumulations)
+  bool whole = false;  // it writes every element (a host fill or copy): what was there before is gone
 };
 
 }  // namespace detail
@@ -298,12 +299,17 @@ class tape : private detail::host_write_observer {
     }
     for (std::size_t k = 0; k < uses.size(); ++k) {
       if (uses[k].read) check_written_unrecorded(kernel, number, uses[k]);
-      // Inside a rollout, from its second launch on the field, CTG-TAPE-007
-      // says it (rollout_sees); runs of a step again in backward() start
-      // from snapshots the tape put back.
+      // Inside a rollout, from its second launch on the field, a read is
+      // CTG-TAPE-007's (rollout_sees), and a launch that only writes it is
+      // checked against the rollout's last launch on it. Runs of a step
+      // again in backward() start from snapshots the tape put back; a
+      // whole-field host write replaces what was there.
       tracked const& tb = buffers_[launch_buffers_[k]];
-      if (!replaying_ && (active_ == nullptr || tb.ro_run != active_->id))
-        check_elements_written(kernel, number, uses[k], tb);
+      if (replaying_ || uses[k].whole) continue;
+      if (active_ == nullptr || tb.ro_run != active_->id)
+        check_elements_written(kernel, number, uses[k], tb, tb.seen);
+      else if (!(uses[k].read || uses[k].needed))
+        check_elements_written(kernel, number, uses[k], tb, tb.ro_seen);
     }
     if (active_) rollout_sees(kernel, number, uses);
     launch_entry e;
@@ -506,7 +512,7 @@ class tape : private detail::host_write_observer {
       return;
     }
     std::vector<detail::launch_use> uses;
-    uses.push_back({*w.target, 0, *w.target_name, -1, false, false, true, false});
+    uses.push_back({*w.target, 0, *w.target_name, -1, false, false, true, false, true});
     if (w.source) {
       uses.push_back({*w.source, 0, *w.source_name, -1, false, false, false, true});
       if (w.clear_source_gradient && gradients_seen_.insert(w.source->get()).second)
@@ -532,9 +538,9 @@ class tape : private detail::host_write_observer {
   // for every use, a launch that writes the field too: one that writes part
   // of it would hide the change from the next. (Reads through a non-const
   // handle change nothing: the tape watches the field and compares.)
-  void check_elements_written(std::string_view kernel, int number, detail::launch_use const& u,
-                              tracked const& tb) const {
-    if (!differentiable_values(u) || tb.seen == none || version_of(tb) == tb.seen) return;
+  void check_elements_written(std::string_view kernel, int number, detail::launch_use const& u, tracked const& tb,
+                              std::uint64_t seen) const {
+    if (!differentiable_values(u) || seen == none || version_of(tb) == seen) return;
     detail::buffer_state const& b = u.storage->state[u.which];
     if (b.launch_version == b.version) return;  // a launch wrote it since (CTG-TAPE-011 if not recorded)
     throw autodiff_error("CTG-TAPE-012 launch #" + std::to_string(number) + " (kernel '" + std::string(kernel) +
@@ -600,8 +606,16 @@ class tape : private detail::host_write_observer {
     keep_current(t);
     auto const& s = *t.storage;
     s.copy_within_space(s.buffer(t.which), t.kept.at(version).data.get());
-    t.storage->state[t.which].version = version;
-    if (t.seen != none) t.seen = version;  // the tape's own write: nothing it could not record
+    // The tape's own write: nothing it could not record, and no launch's
+    // (the version number may be one a launch since undone used). A touch
+    // before it compared nothing; the next is compared with these values.
+    detail::buffer_state& st = t.storage->state[t.which];
+    st.version = version;
+    st.launch_version = none;
+    st.touched = false;
+    st.snapshot.clear();
+    if (t.seen != none) t.seen = version;
+    watch(t, version);
   }
   bool has_copy(tracked const& t, std::uint64_t version) const {
     auto const it = t.kept.find(version);
@@ -930,6 +944,10 @@ class tape : private detail::host_write_observer {
     }
     r.info.snapshots = r.info.schedule.snapshots();
     r.sweeping = false;
+    // The launches after the rollout check the fields with gradients it
+    // touched as they check those of launches outside it (CTG-TAPE-012).
+    for (auto& tb : buffers_)
+      if (tb.ro_run == r.id && tb.which == 0 && tb.storage->grad != nullptr) tb.seen = version_of(tb);
   }
 
   // A forward pass that failed: the fields the steps' launches touched go

@@ -743,3 +743,55 @@ TEST_CASE("CTG-TAPE-012 before a checkpointed rollout's first launch on the fiel
   CHECK_THROWS_WITH_AS(tape.rollout(4, [&](int) { grow(p); }, ctg::checkpoint{.snapshots = 2}),
                        doctest::Contains("CTG-TAPE-012"), ctg::autodiff_error);
 }
+
+TEST_CASE("host writes around checkpointed rollouts: checked after them, whole-field writes pass, reads pass") {
+  scal_t x({.name = "x"}), p({.name = "p"}), loss({.name = "loss"});
+  constexpr auto init = ctg::kernel<"init6">([](auto x, auto p) { return p() = x(); });
+  constexpr auto times = ctg::kernel<"times6">([](auto p, auto x) { return p() = p() * x(); });
+  constexpr auto square = ctg::kernel<"square6">([](auto p, auto loss) { return loss() = p() * p(); });
+  constexpr auto add = ctg::kernel<"add6">([](auto p, auto loss) { return loss() += 2.0 * p(); });
+  x.at() = 1.2;
+  SUBCASE("an element written after a checkpointed rollout that first used the field") {
+    ctg::tape tape(loss);
+    p.fill(1.0);
+    tape.rollout(4, [&](int) { times(p, x); }, ctg::checkpoint{.snapshots = 2});
+    p.at() = 0.75;
+    CHECK_THROWS_WITH_AS(square(p, loss), doctest::Contains("CTG-TAPE-012"), ctg::autodiff_error);
+  }
+  SUBCASE("reads through a non-const handle inside and between checkpointed rollouts") {
+    // p = x^9 after init and two rollouts of 4 steps: d (x^18) / dx = 18 x^17.
+    ctg::tape tape(loss);
+    init(x, p);
+    double seen = x.at() + p.at();
+    tape.rollout(4, [&](int) {
+      times(p, x);
+      seen += p.at();
+    }, ctg::checkpoint{.snapshots = 2});
+    seen += x.at() + p.at();
+    tape.rollout(4, [&](int) { times(p, x); }, ctg::checkpoint{.snapshots = 2});
+    square(p, loss);
+    tape.backward();
+    CHECK(seen > 0);
+    CHECK(x.grad().at() == Approx(18.0 * std::pow(1.2, 17)));
+  }
+  SUBCASE("an element write, then the whole field written again") {
+    // loss = 2 p with p = x, then p <- 0.5: d loss / dx = 2.
+    ctg::tape tape(loss);
+    loss.fill(0.0);
+    init(x, p);
+    add(p, loss);
+    p.at() = 3.0;
+    p.fill(0.5);
+    add(p, loss);
+    tape.backward();
+    CHECK(x.grad().at() == Approx(2.0));
+  }
+  SUBCASE("a rollout that fails on its budget, then an element write") {
+    ctg::tape tape(loss);
+    init(x, p);
+    CHECK_THROWS_WITH_AS(tape.rollout(4, [&](int) { times(p, x); }, ctg::checkpoint{.bytes = 1}),
+                         doctest::Contains("CTG-TAPE-005"), ctg::autodiff_error);
+    p.at() = 0.75;
+    CHECK_THROWS_WITH_AS(square(p, loss), doctest::Contains("CTG-TAPE-012"), ctg::autodiff_error);
+  }
+}
