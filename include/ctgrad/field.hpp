@@ -519,7 +519,8 @@ struct field_storage {
     std::uint64_t const stamp = next_write_stamp();
     for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;
     b.latest_row_stamp = stamp;
-  }  // A launch wrote `rows` (as note_rows_write), recorded by `recorder`, the
+  }
+  // A launch wrote `rows` (as note_rows_write), recorded by `recorder`, the
   // tape recording on the launching thread (or none).
   void note_launch_write(int which, row_set const& rows, std::int64_t extent, void const* recorder) {
     note_rows_write(which, rows, extent);
@@ -857,11 +858,7 @@ class field {
       std::function<void()> add_back;
       if (keep) {
         auto kept = std::make_shared<std::vector<T>>(grad().to_vector());
-        add_back = [target = *this, kept] {
-          std::vector<T> sum = target.grad().to_vector();
-          for (std::size_t k = 0; k < sum.size(); ++k) sum[k] = sum[k] + (*kept)[k];
-          target.grad().copy_from(sum);
-        };
+        add_back = [target = *this, kept] { target.add_to_gradient(*kept); };
       }
       zero_grad();
       return add_back;
@@ -1016,12 +1013,13 @@ class field {
   // the adjoint of this field's values copied into `other`.
   template <flags F2>
   void add_gradient(field<T, Rank, F2> const& other) const {
-    if constexpr (has_grad && field<T, Rank, F2>::has_grad) {
-      std::vector<T> sum = grad().to_vector();
-      std::vector<T> const more = other.grad().to_vector();
-      for (std::size_t k = 0; k < sum.size(); ++k) sum[k] = sum[k] + more[k];
-      grad().copy_from(sum);
-    }
+    if constexpr (has_grad && field<T, Rank, F2>::has_grad) add_to_gradient(other.grad().to_vector());
+  }
+  // Adds packed values (one per element) into the gradient, in its space.
+  void add_to_gradient(std::vector<T> const& more) const {
+    std::vector<T> sum = grad().to_vector();
+    for (std::size_t k = 0; k < sum.size(); ++k) sum[k] = sum[k] + more[k];
+    grad().copy_from(sum);
   }
   // Zeroes the gradient, if there is one: the adjoint of an overwrite.
   void clear_gradient() const {

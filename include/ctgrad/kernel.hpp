@@ -185,10 +185,7 @@ class kernel_t {
         if constexpr ((detail::has_grad_arg<A> || ...)) {
           if (t) detail::raise_forward_only_on_tape(Name.view());
         }
-        if (t) {
-          uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
-          entry = t->begin_launch(Name.view(), uses);
-        }
+        if (t) entry = begin_without_adjoint(*t, uses, args...);
         run_forward(t, entry, uses, args...);
       }
     }
@@ -304,12 +301,9 @@ class kernel_t {
         std::vector<detail::launch_use> uses;
         if (t) {
           if constexpr ((detail::has_grad_arg<A> || ...)) detail::raise_forward_mode_on_tape(Name.view());
-          uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
-          entry = t->begin_launch(Name.view(), uses);
+          entry = begin_without_adjoint(*t, uses, args...);
         }
-        auto const rows = launch<backend::tangent_pass>(args...);
-        note_writes(written_params<A...>(), rows, args...);
-        if (t) t->end_launch(entry, uses, {});
+        run_forward<backend::tangent_pass>(t, entry, uses, args...);
       }
     }
   }
@@ -588,12 +582,21 @@ class kernel_t {
     return uses;
   }
 
-  // Runs the forward launch, records what it wrote, and completes the tape
-  // entry with the adjoint.
+  // On a tape, a launch that records no adjoint (a forward-only kernel, or
+  // k.fwd): what it reads and writes still matters to the others' adjoints.
   template <class... A>
+  std::size_t begin_without_adjoint(tape& t, std::vector<detail::launch_use>& uses, A const&... args) const {
+    uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
+    return t.begin_launch(Name.view(), uses);
+  }
+
+  // Runs the forward launch (or k.fwd's tangent pass, which has no adjoint),
+  // records what it wrote, and completes the tape entry with the adjoint.
+  template <class Pass = backend::forward_pass, class... A>
   void run_forward(tape* t, std::size_t entry, std::vector<detail::launch_use> const& uses, A const&... args) const {
-    auto const rows = launch<backend::forward_pass>(args...);
-    constexpr bool differentiable = (detail::has_grad_arg<A> || ...) && !options::forward_only;
+    auto const rows = launch<Pass>(args...);
+    constexpr bool differentiable =
+        std::is_same_v<Pass, backend::forward_pass> && (detail::has_grad_arg<A> || ...) && !options::forward_only;
     note_writes(
         [] {
           if constexpr (differentiable)

@@ -58,10 +58,6 @@ inline std::string describe_param(int which, launch_args args) {
   arg_ref const& a = args.begin()[which];
   return a.describe(which, a.object);
 }
-template <class... A>
-std::string describe_param(int which, A const&... a) {
-  return describe_param(which, {ref_of(a)...});
-}
 
 inline std::string kernel_prefix(std::string_view kernel) { return "kernel '" + std::string(kernel) + "'"; }
 

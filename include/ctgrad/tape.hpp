@@ -525,9 +525,11 @@ class tape : private detail::host_write_observer {
     end_launch(entry, uses, std::move(w.adjoint));
   }
 
-  static bool differentiable_values(detail::launch_use const& u) {
-    return u.which == 0 && u.storage->grad != nullptr;
+  // The values of a field with a gradient: what CTG-TAPE-011/012 protect.
+  static bool differentiable_values(detail::field_storage const& s, int which) {
+    return which == 0 && s.grad != nullptr;
   }
+  static bool differentiable_values(detail::launch_use const& u) { return differentiable_values(*u.storage, u.which); }
   // CTG-TAPE-012: a launch uses a field with a gradient whose values the
   // host changed since the tape's last launch on it in a way the tape could
   // not record: elements (at(), map(), flat() on a non-const handle), or a
@@ -559,7 +561,7 @@ class tape : private detail::host_write_observer {
   // that launch: it would stop at the field, silently. A host write since
   // (fill, copy_from) makes the values constants, which is fine.
   void check_written_unrecorded(std::string_view kernel, int number, detail::launch_use const& u) const {
-    if (u.which != 0 || u.storage->grad == nullptr) return;
+    if (!differentiable_values(u)) return;
     detail::buffer_state const& b = u.storage->state[u.which];
     if (b.launch_version != b.version || b.launch_recorder == static_cast<void const*>(this) ||
         b.launch_stamp <= started_)
@@ -947,7 +949,7 @@ class tape : private detail::host_write_observer {
     // The launches after the rollout check the fields with gradients it
     // touched as they check those of launches outside it (CTG-TAPE-012).
     for (auto& tb : buffers_)
-      if (tb.ro_run == r.id && tb.which == 0 && tb.storage->grad != nullptr) tb.seen = version_of(tb);
+      if (tb.ro_run == r.id && differentiable_values(*tb.storage, tb.which)) tb.seen = version_of(tb);
   }
 
   // A forward pass that failed: the fields the steps' launches touched go
