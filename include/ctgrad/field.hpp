@@ -633,6 +633,81 @@ inline host_write_observer*& host_write_observer_of_thread() {
   return observer;
 }
 
+// What every field type does alike, written once instead of once per
+// element type, rank and flags: a program instantiates field<T, Rank, F>
+// for many combinations, and each used to carry its own copy of these
+// messages and of the storage's set-up.
+
+// "(4, 3)": the extents of a shape.
+inline std::string shape_string(int const* extents, int rank) {
+  std::ostringstream os;
+  os << '(';
+  for (int a = 0; a < rank; ++a) os << (a ? ", " : "") << extents[a];
+  os << ')';
+  return os.str();
+}
+inline std::string field_what(std::string const& name) { return "field '" + name + "'"; }
+
+// The storage of a new field: its buffers of `element_bytes` times the
+// shape's size, zeroed, in `space`; the values always, the gradient and the
+// tangent when asked.
+inline std::shared_ptr<field_storage> new_field_storage(std::string_view name, memory_space space, int const* extents,
+                                                        int rank, std::size_t element_bytes, bool grad, bool dual) {
+  std::size_t count = 1;
+  for (int a = 0; a < rank; ++a) {
+    if (extents[a] < 0)
+      throw launch_error("field '" + std::string(name) + "': negative extent " + std::to_string(extents[a]) +
+                         " on axis " + std::to_string(a));
+    count *= std::size_t(extents[a]);
+  }
+  auto s = std::make_shared<field_storage>();
+  s->space = space;
+  s->name = name.empty() ? std::string("<unnamed>") : std::string(name);
+  s->bytes = count * element_bytes;
+  s->primal = s->allocate();
+  if (grad) s->grad = s->allocate();
+  if (dual) s->dual = s->allocate();
+  return s;
+}
+
+[[noreturn]] inline void raise_extent_count(std::string_view name, std::size_t given, int rank) {
+  throw launch_error("field '" + std::string(name) + "': " + std::to_string(given) +
+                     " extents given for a field of rank " + std::to_string(rank));
+}
+[[noreturn]] inline void raise_not_on_host(char const* what, std::string const& name, bool empty) {
+  if (empty) throw launch_error(std::string(what) + " on an empty field handle");
+  throw launch_error(std::string(what) + " on device field '" + name +
+                     "': copy it to the host first (to_vector(), copy_to() or clone(ctg::host))");
+}
+[[noreturn]] inline void raise_count_mismatch(char const* what, std::string const& name, std::int64_t size,
+                                              std::size_t given) {
+  throw launch_error(std::string(what) + ": field '" + name + "' holds " + std::to_string(size) +
+                     " elements, the buffer " + std::to_string(given));
+}
+[[noreturn]] inline void raise_index_outside(std::string const& name, std::initializer_list<std::int64_t> idx,
+                                             int const* extents, int rank) {
+  throw index_error("field '" + name + "': index " + describe_index(idx) + " is outside its shape " +
+                    shape_string(extents, rank));
+}
+[[noreturn]] inline void raise_shape_mismatch(char const* what, std::string const& source, int const* source_extents,
+                                              std::string const& target, int const* target_extents, int rank) {
+  throw launch_error(std::string(what) + ": field '" + source + "' has shape " + shape_string(source_extents, rank) +
+                     ", field '" + target + "' has shape " + shape_string(target_extents, rank));
+}
+
+// Copies `bytes` between host memory and a packed buffer of `space`, or
+// zeroes one: what a field's whole-buffer operations come down to.
+inline void copy_packed(memory_space space, void* dst, void const* src, std::size_t bytes, bool to_field,
+                        std::string const& name) {
+  if (to_field)
+    memory::write_from_host(space, dst, src, bytes, field_what(name));
+  else
+    memory::read_to_host(space, dst, src, bytes, field_what(name));
+}
+inline void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name) {
+  memory::in_space(space, [&](auto tag) { tag.zero(buffer, bytes, field_what(name)); });
+}
+
 // A field handle on memory ctgrad does not own (view.hpp builds these).
 struct adopt_memory_t {};
 template <class T, int Rank>
@@ -693,24 +768,14 @@ class field {
   // field<float, 2> f({rows, cols}, {.name = "f", .space = ctg::device}).
   field(std::initializer_list<int> shape, field_options opts = {}) : field(to_shape(shape, opts.name), opts) {}
 
-  explicit field(shape_type shape, field_options opts = {}) : shape_(shape) {
-    for (int a = 0; a < Rank; ++a)
-      if (shape_[a] < 0)
-        throw launch_error("field '" + std::string(opts.name) + "': negative extent " +
-                           std::to_string(shape_[a]) + " on axis " + std::to_string(a));
-    auto s = std::make_shared<detail::field_storage>();
-    s->space = opts.space;
-    s->name = opts.name.empty() ? std::string("<unnamed>") : std::string(opts.name);
-    s->bytes = std::size_t(size()) * sizeof(T);
-    s->primal = s->allocate();
-    if constexpr (has_grad) s->grad = s->allocate();
-    if constexpr (has_dual) s->dual = s->allocate();
-    data_ = static_cast<T*>(s->primal);
-    grad_ = static_cast<T*>(s->grad);
-    dual_ = static_cast<T*>(s->dual);
-    name_ = s->name;
-    space_ = opts.space;
-    owner_ = std::move(s);
+  explicit field(shape_type shape, field_options opts = {})
+      : owner_(detail::new_field_storage(opts.name, opts.space, shape.data(), Rank, sizeof(T), has_grad, has_dual)),
+        data_(static_cast<T*>(owner_->primal)),
+        grad_(static_cast<T*>(owner_->grad)),
+        dual_(static_cast<T*>(owner_->dual)),
+        shape_(shape),
+        name_(owner_->name),
+        space_(opts.space) {
     if constexpr (is_strided) pack_strides();
   }
 
@@ -906,9 +971,7 @@ class field {
   template <flags F2>
   void copy_from(field<T, Rank, F2> const& other) const {
     if (other.shape() != shape_)
-      throw launch_error("copy_from: field '" + other.name() + "' has shape " +
-                         other.shape_string() + ", field '" + name_ + "' has shape " +
-                         shape_string());
+      detail::raise_shape_mismatch("copy_from", other.name(), other.shape().data(), name_, shape_.data(), Rank);
     // A field copied into itself (the same buffer) is left as it is: a write
     // would be a change to a tape, and an adjoint the identity.
     if (other.storage() == owner_ && other.buffer_index() == which_) return;
@@ -997,13 +1060,7 @@ class field {
   // different buffer).
   void const* storage_id() const { return data_; }
 
-  std::string shape_string() const {
-    std::ostringstream os;
-    os << '(';
-    for (int a = 0; a < Rank; ++a) os << (a ? ", " : "") << shape_[a];
-    os << ')';
-    return os.str();
-  }
+  std::string shape_string() const { return detail::shape_string(shape_.data(), Rank); }
 
  private:
   template <class, int, flags>
@@ -1064,9 +1121,7 @@ class field {
   }
 
   static shape_type to_shape(std::initializer_list<int> list, std::string_view name) {
-    if (list.size() != std::size_t(Rank))
-      throw launch_error("field '" + std::string(name) + "': " + std::to_string(list.size()) +
-                         " extents given for a field of rank " + std::to_string(Rank));
+    if (list.size() != std::size_t(Rank)) detail::raise_extent_count(name, list.size(), Rank);
     shape_type s{};
     std::size_t a = 0;
     for (int e : list) s[a++] = e;
@@ -1081,8 +1136,7 @@ class field {
     require_host("at()");
 #if CTG_BOUNDS_CHECK
     if (!view().in_bounds(idx...))
-      throw index_error("field '" + name_ + "': index " + detail::describe_index({std::int64_t(idx)...}) +
-                        " is outside its shape " + shape_string());
+      detail::raise_index_outside(name_, {std::int64_t(idx)...}, shape_.data(), Rank);
 #endif
     return *(data_ + view().offset(idx...));
   }
@@ -1099,15 +1153,10 @@ class field {
     return c;
   }
   void require_host(char const* what) const {
-    if (owner_ == nullptr) throw launch_error(std::string(what) + " on an empty field handle");
-    if (space_ != memory_space::host)
-      throw launch_error(std::string(what) + " on device field '" + name_ +
-                         "': copy it to the host first (to_vector(), copy_to() or clone(ctg::host))");
+    if (owner_ == nullptr || space_ != memory_space::host) detail::raise_not_on_host(what, name_, owner_ == nullptr);
   }
   void check_count(std::size_t n, char const* what) const {
-    if (std::int64_t(n) != size())
-      throw launch_error(std::string(what) + ": field '" + name_ + "' holds " +
-                         std::to_string(size()) + " elements, the buffer " + std::to_string(n));
+    if (std::int64_t(n) != size()) detail::raise_count_mismatch(what, name_, size(), n);
   }
   std::int64_t packed_stride(int axis) const {
     std::int64_t s = std::int64_t(sizeof(T));
@@ -1140,20 +1189,15 @@ class field {
     detail::element_layout packed_layout = mine;
     packed_layout.pack();
     if (to_field)
-      detail::copy_elements(dst, mine, src, packed_layout, space_, "field '" + name_ + "'");
+      detail::copy_elements(dst, mine, src, packed_layout, space_, detail::field_what(name_));
     else
-      detail::copy_elements(dst, packed_layout, src, mine, space_, "field '" + name_ + "'");
+      detail::copy_elements(dst, packed_layout, src, mine, space_, detail::field_what(name_));
   }
   void copy_bytes(void* dst, void const* src, bool to_field) const {
     if constexpr (is_strided) {
       if (!layout().packed()) return copy_strided(dst, src, to_field);
     }
-    std::size_t const bytes = std::size_t(size()) * sizeof(T);
-    std::string const what = "field '" + name_ + "'";
-    if (to_field)
-      memory::write_from_host(space_, dst, src, bytes, what);
-    else
-      memory::read_to_host(space_, dst, src, bytes, what);
+    detail::copy_packed(space_, dst, src, std::size_t(size()) * sizeof(T), to_field, name_);
   }
   void zero_buffer(T* buffer, int which) const {
     if constexpr (is_strided) {
@@ -1162,8 +1206,7 @@ class field {
         return copy_strided(buffer, zeros.data(), true, which);
       }
     }
-    std::size_t const bytes = std::size_t(size()) * sizeof(T);
-    memory::in_space(space_, [&](auto tag) { tag.zero(buffer, bytes, "field '" + name_ + "'"); });
+    detail::zero_packed(space_, buffer, std::size_t(size()) * sizeof(T), name_);
   }
 
   std::shared_ptr<detail::field_storage> owner_;

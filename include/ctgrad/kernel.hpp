@@ -3,7 +3,9 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -110,6 +112,31 @@ inline constexpr unsigned long long loaded_params_v<ir::node<ir::op::store, L, E
     store_target_loads_v<L> | loaded_params_v<E>;
 
 // The rows of each field argument a launch reads and writes (eval/rows.hpp).
+// What the aliasing check (kernel_t::check_aliasing) sees of an argument:
+// where a field's elements lie and whether it has a gradient; nothing of
+// any other argument.
+struct storage_use {
+  void const* id = nullptr;
+  element_layout layout{};
+  bool grad = false;
+};
+template <class A>
+storage_use storage_use_of(A const& a) {
+  if constexpr (is_field_v<A>)
+    return {a.storage_id(), a.layout(), A::has_grad};
+  else
+    return {};
+}
+// Raises CTG-AD-012 for the first two arguments, one of them with a
+// gradient, that share a storage or overlapping memory.
+inline void check_shared_storage(std::string_view kernel, std::span<storage_use const> used, launch_args args) {
+  for (std::size_t p = 0; p < used.size(); ++p)
+    for (std::size_t q = p + 1; q < used.size(); ++q)
+      if (used[p].id && used[q].id && (used[p].grad || used[q].grad) &&
+          (used[p].id == used[q].id || layouts_overlap(used[p].id, used[p].layout, used[q].id, used[q].layout)))
+        raise_shared_storage(kernel, int(p), int(q), args);
+}
+
 template <std::size_t N>
 struct launch_rows {
   row_set reads[N > 0 ? N : 1];
@@ -487,26 +514,12 @@ class kernel_t {
   // views of overlapping memory (view.hpp), compared by the bytes they cover.
   template <class... A>
   static void check_aliasing(A const&... args) {
-    void const* ids[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
-    detail::element_layout layouts[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
-    bool grad[sizeof...(A) > 0 ? sizeof...(A) : 1] = {};
-    int i = 0;
-    auto note_one = [&](auto const& a) {
-      using T = std::remove_cvref_t<decltype(a)>;
-      if constexpr (is_field_v<T>) {
-        ids[i] = a.storage_id();
-        layouts[i] = a.layout();
-        grad[i] = T::has_grad;
-      }
-      ++i;
-    };
-    (note_one(args), ...);
-    for (int p = 0; p < int(sizeof...(A)); ++p)
-      for (int q = p + 1; q < int(sizeof...(A)); ++q)
-        if (ids[p] && ids[q] && (grad[p] || grad[q]) &&
-            (ids[p] == ids[q] || detail::layouts_overlap(ids[p], layouts[p], ids[q], layouts[q])))
-          detail::raise_shared_storage(Name.view(), p, q, {detail::ref_of(args)...});
+    if constexpr (sizeof...(A) > 1) {
+      detail::storage_use const used[] = {detail::storage_use_of(args)...};
+      detail::check_shared_storage(Name.view(), used, {detail::ref_of(args)...});
+    }
   }
+
 
 
   template <class Offloads>

@@ -22,6 +22,10 @@
 
 namespace ctg::detail {
 
+inline std::string describe_field_param(int i, std::string const& name, int const* extents, int rank) {
+  return "parameter #" + std::to_string(i) + " (field '" + name + "', shape " + shape_string(extents, rank) + ")";
+}
+
 // How a message names a launch's argument: "parameter #2 (field 'v', shape
 // (64))". Specialised for other argument types that are fields (ctgrad/mpi).
 template <class A>
@@ -31,7 +35,7 @@ struct param_info {
 template <class T, int R, flags F>
 struct param_info<field<T, R, F>> {
   static std::string describe(int i, field<T, R, F> const& f) {
-    return "parameter #" + std::to_string(i) + " (field '" + f.name() + "', shape " + f.shape_string() + ")";
+    return describe_field_param(i, f.name(), f.shape().data(), R);
   }
 };
 

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "checkpoint.hpp"
+#include "detail/unique_action.hpp"
 #include "errors.hpp"
 #include "field.hpp"
 
@@ -354,7 +355,7 @@ class tape : private detail::host_write_observer {
   // After the launch ran (its written buffers bumped): the versions its
   // adjoint needs, and the adjoint itself (none for a launch that touches no
   // field with a gradient: its writes still matter to the others).
-  void end_launch(std::size_t entry, std::vector<detail::launch_use> const& uses, std::function<void()> adjoint) {
+  void end_launch(std::size_t entry, std::vector<detail::launch_use> const& uses, detail::unique_action adjoint) {
     if (launch_buffers_.size() != uses.size()) {
       launch_buffers_.resize(uses.size());
       for (std::size_t k = 0; k < uses.size(); ++k) launch_buffers_[k] = buffer_for(uses[k]);
@@ -449,7 +450,7 @@ class tape : private detail::host_write_observer {
     std::string scope;
     std::vector<use_record> uses;
     std::vector<need> needs;
-    std::function<void()> adjoint;
+    detail::unique_action adjoint;
     std::size_t bytes_saved = 0;
     int rollout = -1;  // a checkpointed rollout: backward() reverses it here
   };

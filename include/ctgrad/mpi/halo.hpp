@@ -224,7 +224,7 @@ void recorded_step(char const* name, F const& f, Run&& run, Adjoint&& adjoint) {
   if (!t) return;
   if constexpr (F::has_grad) {
     t->note_gradient(f);
-    t->end_launch(entry, uses, std::function<void()>(std::forward<Adjoint>(adjoint)));
+    t->end_launch(entry, uses, std::forward<Adjoint>(adjoint));
   } else {
     (void)adjoint;
     t->end_launch(entry, uses, {});
