@@ -28,6 +28,7 @@
 #include <Eigen/Core>
 
 #include "config.hpp"
+#include "detail/actions.hpp"
 #include "detail/rows.hpp"
 #include "element.hpp"
 #include "errors.hpp"
@@ -625,13 +626,13 @@ struct host_write {
   std::string const* target_name = nullptr;
   std::shared_ptr<field_storage> const* source = nullptr;  // copied from another field
   std::string const* source_name = nullptr;
-  std::function<void()> adjoint;
+  unique_action adjoint;
   // backward() zeroes the gradients of the target and of a source with one
   // first, as it does a launch argument's (field::zero_grad_for_backward).
   std::function<std::function<void()>(bool)> clear_target_gradient, clear_source_gradient;
 };
 struct host_write_observer {
-  virtual void observe(host_write&& w, std::function<void()> const& write) = 0;
+  virtual void observe(host_write&& w, action_ref write) = 0;
 
  protected:
   ~host_write_observer() = default;
@@ -1105,13 +1106,14 @@ class field {
   // Runs `write`, a whole-buffer write of this handle's values, where a tape
   // recording on this thread sees it (detail::host_write_observer). Writes
   // to a gradient or tangent buffer are the tape's own business.
-  template <class Write>
-  void observed_write(char const* what, std::nullptr_t, Write const& write) const {
+  // `write` is erased (detail::action_ref), so that the closures built here
+  // are one type per field type, not one per kind of write.
+  void observed_write(char const* what, std::nullptr_t, detail::action_ref write) const {
     observed_write(what, static_cast<field const*>(nullptr), write, [target = *this] { target.clear_gradient(); },
                    nullptr);
   }
-  template <class Source, class Write, class Adjoint, class ClearSource>
-  void observed_write(char const* what, Source const* source, Write const& write, Adjoint&& adjoint,
+  template <class Source, class Adjoint, class ClearSource>
+  void observed_write(char const* what, Source const* source, detail::action_ref write, Adjoint&& adjoint,
                       ClearSource&& clear_source) const {
     detail::host_write_observer* const observer = detail::host_write_observer_of_thread();
     if (observer == nullptr || owner_ == nullptr || which_ != 0) {

@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "checkpoint.hpp"
-#include "detail/unique_action.hpp"
+#include "detail/actions.hpp"
 #include "errors.hpp"
 #include "field.hpp"
 
@@ -504,7 +504,7 @@ class tape : private detail::host_write_observer {
   // steps (CTG-TAPE-007 finds those the steps read); writes after
   // backward(). A copy from a field with a gradient is always recorded: its
   // gradient flows to that field.
-  void observe(detail::host_write&& w, std::function<void()> const& write) override {
+  void observe(detail::host_write&& w, detail::action_ref write) override {
     auto const seen = [&](std::shared_ptr<detail::field_storage> const* s) {
       return s != nullptr && index_.count({static_cast<void const*>(s->get()), 0}) != 0;
     };

@@ -1,6 +1,8 @@
-// A move-only, type-erased `void()` call: what a tape keeps of each recorded
-// launch to run in backward().
+// Type-erased `void()` calls that compile less than std::function: one that
+// owns its callable and cannot be copied, and one that refers to it.
 //
+// unique_action: what a tape keeps of each recorded launch to run in
+// backward().
 // std::function would do, but it must be able to copy what it holds: for
 // every kernel and argument types a program records, the closure's copy
 // (a copy of every field handle it holds, with their names) is compiled
@@ -54,6 +56,23 @@ class unique_action {
   void* object_ = nullptr;
   void (*call_)(void*) = nullptr;
   void (*destroy_)(void*) = nullptr;
+};
+
+// A callable passed down to be called while the caller's frame lives:
+// one function per callable type, the call (std::function would add a
+// manager and an allocation).
+class action_ref {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, action_ref> && std::is_invocable_v<F const&>)
+  action_ref(F const& f)  // NOLINT(google-explicit-constructor): built where a callable is passed
+      : object_(static_cast<void const*>(std::addressof(f))),
+        call_([](void const* o) { (*static_cast<F const*>(o))(); }) {}
+  void operator()() const { call_(object_); }
+
+ private:
+  void const* object_;
+  void (*call_)(void const*);
 };
 
 }  // namespace ctg::detail
