@@ -2,6 +2,8 @@
 // matrices (random, identity, repeated, near-singular, inverted), Eigen's
 // JacobiSVD / SelfAdjointEigenSolver turned into the signed conventions, and
 // the losses the gradient tests differentiate, written with plain Eigen.
+// The SVD of a square matrix needs no QR preconditioner; asking for none
+// keeps Eigen's QR out of every test file that includes this.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -19,15 +21,30 @@ using mat = Eigen::Matrix<double, N, N>;
 template <int N>
 using vec = Eigen::Matrix<double, N, 1>;
 
-// A rotation (det +1) drawn from `g`: the Q of a Gaussian matrix, sign-fixed.
+// A rotation (det +1) drawn from `g`, uniformly: Gram-Schmidt on Gaussian
+// columns (the Q of their QR decomposition with a positive diagonal), the
+// last column completing a right-handed frame. Written out for 2 and 3
+// columns: Eigen's QR would cost each test file that includes this seconds
+// of compile time.
 template <int N, class S = double>
 Eigen::Matrix<S, N, N> random_rotation(std::mt19937& g) {
+  static_assert(N == 2 || N == 3);
   std::normal_distribution<double> n;
-  Eigen::Matrix<double, N, N> a;
-  for (int k = 0; k < N * N; ++k) a(k) = n(g);
-  Eigen::HouseholderQR<Eigen::Matrix<double, N, N>> qr(a);
-  Eigen::Matrix<double, N, N> q = qr.householderQ();
-  if (q.determinant() < 0) q.col(0) *= -1;
+  auto gaussian = [&] {
+    vec<N> v;
+    for (int k = 0; k < N; ++k) v(k) = n(g);
+    return v;
+  };
+  mat<N> q;
+  q.col(0) = gaussian().normalized();
+  if constexpr (N == 2) {
+    q.col(1) = vec<2>(-q(1, 0), q(0, 0));
+  } else {
+    vec<3> b = gaussian();
+    b -= q.col(0).dot(b) * q.col(0);
+    q.col(1) = b.normalized();
+    q.col(2) = q.col(0).cross(q.col(1));
+  }
   return q.template cast<S>();
 }
 
@@ -118,7 +135,7 @@ std::vector<point<N>> eig_points() {
 // Singular values, the last one carrying the sign of det F.
 template <int N>
 vec<N> signed_singular_values(mat<N> const& f) {
-  Eigen::JacobiSVD<mat<N>> svd(f);
+  Eigen::JacobiSVD<mat<N>, Eigen::NoQRPreconditioner> svd(f);
   vec<N> s = svd.singularValues();
   if (f.determinant() < 0) s(N - 1) = -s(N - 1);
   return s;
@@ -127,7 +144,7 @@ vec<N> signed_singular_values(mat<N> const& f) {
 // The rotation of the polar decomposition: U diag(1, .., det(U V^T)) V^T.
 template <int N>
 mat<N> polar_rotation(mat<N> const& f) {
-  Eigen::JacobiSVD<mat<N>> svd(f, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  Eigen::JacobiSVD<mat<N>, Eigen::NoQRPreconditioner> svd(f, Eigen::ComputeFullU | Eigen::ComputeFullV);
   mat<N> const u = svd.matrixU(), v = svd.matrixV();
   vec<N> d = vec<N>::Ones();
   d(N - 1) = (u * v.transpose()).determinant();
