@@ -65,7 +65,9 @@
 
 // On self-contained numerical routines called from many places in one kernel
 // (the decompositions): compiled once instead of once per use, which
-// CTG_FLATTEN would otherwise do.
+// CTG_FLATTEN would otherwise do. Likewise on the bookkeeping every launch
+// calls (the write stamps of field.hpp, the forward records): compiled once
+// per program, not inlined into the launch of every kernel.
 #if defined(__CUDACC__)
 #  define CTG_NOINLINE __noinline__
 #elif defined(__GNUC__) || defined(__clang__)

@@ -509,7 +509,7 @@ struct field_storage {
     if (bulk) b.bulk_stamp = next_write_stamp();
   }
   // A launch wrote `rows` of the first axis (of `extent`) and nothing else.
-  void note_rows_write(int which, row_set const& rows, std::int64_t extent) {
+  CTG_NOINLINE void note_rows_write(int which, row_set const& rows, std::int64_t extent) {
     buffer_state& b = state[which];
     bool const tracked = !rows.all() && extent > 0 && extent <= buffer_state::max_tracked_rows;
     bool in_range = tracked;
@@ -523,7 +523,7 @@ struct field_storage {
   }
   // A launch wrote `rows` (as note_rows_write), recorded by `recorder`, the
   // tape recording on the launching thread (or none).
-  void note_launch_write(int which, row_set const& rows, std::int64_t extent, void const* recorder) {
+  CTG_NOINLINE void note_launch_write(int which, row_set const& rows, std::int64_t extent, void const* recorder) {
     note_rows_write(which, rows, extent);
     buffer_state& b = state[which];
     b.launch_version = b.version;
@@ -533,7 +533,7 @@ struct field_storage {
 
   // Whether a launch or a whole-buffer operation wrote any of `rows` after
   // the write stamped `stamp`.
-  bool rows_written_after(int which, row_set const& rows, std::uint64_t stamp) const {
+  CTG_NOINLINE bool rows_written_after(int which, row_set const& rows, std::uint64_t stamp) const {
     buffer_state const& b = state[which];
     if (b.bulk_stamp > stamp) return true;
     if (b.latest_row_stamp <= stamp) return false;
@@ -544,7 +544,7 @@ struct field_storage {
     }
     return false;
   }
-  void touch(int which) {
+  CTG_NOINLINE void touch(int which) {
     buffer_state& b = state[which];
     if (b.touched) return;
     b.touched = true;
@@ -563,7 +563,7 @@ struct field_storage {
     copy_elements(out.data(), packed_layout, p, layout, memory_space::host, name);
   }
   // Turns a touch into a write, unless a snapshot shows nothing changed.
-  void settle(int which) {
+  CTG_NOINLINE void settle(int which) {
     buffer_state& b = state[which];
     if (!b.touched) return;
     bool unchanged = b.snapshot.size() == bytes;
@@ -586,7 +586,7 @@ struct field_storage {
   // Takes a copy at the next touch of the buffer as it is now, so that a
   // write through at(), map() or flat() is told from a read (settle): what
   // the adjoint of a launch that read it needs to know.
-  void watch_current(int which) {
+  CTG_NOINLINE void watch_current(int which) {
     settle(which);
     state[which].watched = state[which].version;
   }

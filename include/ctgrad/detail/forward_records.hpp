@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "../config.hpp"
+
 namespace ctg::detail {
 
 // The buffers an adjoint reads: the first eight inline, so that a launch
@@ -68,7 +70,7 @@ class forward_records {
  public:
   static constexpr std::size_t kept = 4096;
 
-  void remember(buffer_list buffers, std::uint64_t numbers, std::uint64_t stamp) {
+  CTG_NOINLINE void remember(buffer_list buffers, std::uint64_t numbers, std::uint64_t stamp) {
     std::lock_guard lock(mutex_);
     std::uint64_t const h = hash_of(buffers, numbers);
     if (std::size_t const found = find(buffers, numbers, h); found != none) {
@@ -94,7 +96,7 @@ class forward_records {
   // The stamp of the launch on these buffers with these numbers; failing
   // that (numbers the forward launch did not use), of the latest on these
   // buffers; nothing when no remembered launch was on them.
-  std::optional<std::uint64_t> stamp_of(buffer_list const& buffers, std::uint64_t numbers) const {
+  CTG_NOINLINE std::optional<std::uint64_t> stamp_of(buffer_list const& buffers, std::uint64_t numbers) const {
     std::lock_guard lock(mutex_);
     if (std::size_t const found = find(buffers, numbers, hash_of(buffers, numbers)); found != none)
       return records_[found].stamp;
