@@ -447,6 +447,79 @@ TEST_CASE("k.grad alone: an element written on the host since the forward launch
   CHECK_THROWS_WITH_AS(square.grad(x, y), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
 }
 
+TEST_CASE("k.grad alone: host element writes and reads around launches that write other rows, and a tape") {
+  // step(u, r, w): u(w, i) = u(r, i)^2, whose adjoint reads row r:
+  // d u(1,0) / d u(0,0) = 2 u(0,0).
+  ctg::field<double, 2, ctg::grad> u({3, 1}, {.name = "u"});
+  constexpr auto step = ctg::kernel<"step_rows_host">([](auto u, int r, int w) {
+    return ctg::range(u.shape(ctg::c<1>), [=](auto i) { return u(w, i) = u(r, i) * u(r, i); });
+  });
+  constexpr auto put = ctg::kernel<"put_row">([](auto u, int w) {
+    return ctg::range(u.shape(ctg::c<1>), [=](auto i) { return u(w, i) = 7.0; });
+  });
+  // A write through at() of the row the adjoint reads, then a launch that
+  // writes another row: the adjoint would read 3, not 1.5 (6 for 3).
+  u.at(0, 0) = 1.5;
+  step(u, 0, 1);
+  u.at(0, 0) = 3.0;
+  put(u, 2);
+  u.grad().at(1, 0) = 1.0;
+  CHECK_THROWS_WITH_AS(step.grad(u, 0, 1), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
+
+  // A read through at() after such a launch changes nothing.
+  u.at(0, 0) = 1.5;
+  step(u, 0, 1);
+  put(u, 2);
+  double const read = u.at(0, 0);
+  CHECK(read == 1.5);
+  u.zero_grad();
+  u.grad().at(1, 0) = 1.0;
+  step.grad(u, 0, 1);
+  CHECK(u.grad().at(0, 0) == Approx(3.0));
+
+  // A tape recorded and run in between, and a read after it.
+  vec_t x({2}, {.name = "x"}), y({2}, {.name = "y"});
+  scal_t loss({.name = "loss"});
+  constexpr auto square = ctg::kernel<"square_tape_between">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * x[i]; });
+  });
+  constexpr auto sum_sq = ctg::kernel<"sum_sq_between">([](auto x, auto loss) {
+    return ctg::range(x.size(), [=](auto i) { return loss() += x[i] * x[i]; });
+  });
+  x.at(0) = 1.0;
+  x.at(1) = 2.0;
+  square(x, y);
+  {
+    ctg::tape t(loss);
+    sum_sq(x, loss);
+    t.backward();
+  }
+  double const first = x.at(0);
+  CHECK(first == 1.0);
+  x.zero_grad();
+  y.grad().fill(1.0);
+  square.grad(x, y);
+  CHECK(x.grad().at(1) == Approx(4.0));
+}
+
+TEST_CASE("k.grad alone: the forward launch is told from one on another output") {
+  // square(x, y), x changed, square(x, z): square.grad(x, y) would read the
+  // new x (2 * 3 for 2 * 1 in slot 1).
+  vec_t x({2}, {.name = "x"}), y({2}, {.name = "y"}), z({2}, {.name = "z"});
+  constexpr auto square = ctg::kernel<"square_two_outputs">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * x[i]; });
+  });
+  x.fill(1.0);
+  square(x, y);
+  x.at(1) = 3.0;
+  square(x, z);
+  y.grad().fill(1.0);
+  CHECK_THROWS_WITH_AS(square.grad(x, y), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
+  z.grad().fill(1.0);
+  square.grad(x, z);
+  CHECK(x.grad().at(1) == Approx(6.0));
+}
+
 TEST_CASE("k.grad alone: a later launch of the same kernel at another step overwrote the rows it reads") {
   // Two rows used in turn: step(u, 0, 1) reads row 0, step(u, 1, 0) then
   // overwrites it. The adjoint of the first step must not read the new row
