@@ -262,11 +262,7 @@ struct buffer_state {
   std::uint64_t bulk_stamp = 0;
   std::vector<std::uint64_t> row_stamps;
   std::uint64_t latest_row_stamp = 0;
-  std::uint64_t watched = none;  // a version some live tape needs
-  // The version the adjoint of a forward launch made outside a tape reads
-  // (k.grad checks it has not changed), carried past launches that write
-  // other rows: a touch of it, too, is compared with a copy (settle).
-  std::uint64_t launch_watched = none;
+  std::uint64_t watched = none;  // a version a live tape, or the adjoint of a launch (k.grad), needs
   // The version the last launch to write the buffer left, its write stamp,
   // and the tape recording on the thread that launched it (none: null). A
   // tape that reads a version some other launch wrote while it recorded
@@ -505,14 +501,10 @@ struct field_storage {
   }
 
   // ---- write tracking ---------------------------------------------------------------------------
-  // Launches settle their fields before they run (kernel.hpp); a touch
-  // still open here cannot be told from the write, so it counts as a write
-  // of every row.
   void note_write(int which, bool bulk = true) {
     buffer_state& b = state[which];
-    if (b.touched) bulk = true;
     b.touched = false;
-    drop_snapshot(b);
+    b.snapshot.clear();
     ++b.version;
     if (bulk) b.bulk_stamp = next_write_stamp();
   }
@@ -522,10 +514,8 @@ struct field_storage {
     bool const tracked = !rows.all() && extent > 0 && extent <= buffer_state::max_tracked_rows;
     bool in_range = tracked;
     for (int k = 0; in_range && k < rows.count; ++k) in_range = rows.rows[k] >= 0 && rows.rows[k] < extent;
-    bool const watched = b.launch_watched == b.version && !b.touched;
     note_write(which, !in_range);
     if (!in_range) return;
-    if (watched) b.launch_watched = b.version;  // the rows an earlier launch read may be as they were
     if (b.row_stamps.size() != std::size_t(extent)) b.row_stamps.assign(std::size_t(extent), 0);
     std::uint64_t const stamp = next_write_stamp();
     for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;
@@ -558,12 +548,8 @@ struct field_storage {
     buffer_state& b = state[which];
     if (b.touched) return;
     b.touched = true;
-    if ((b.watched == b.version || b.launch_watched == b.version) && space == memory_space::host)
-      gather(which, b.snapshot);
+    if (b.watched == b.version && space == memory_space::host) gather(which, b.snapshot);
   }
-  // The copy goes with its memory: kept, a field touched once would hold a
-  // second copy of itself for good.
-  static void drop_snapshot(buffer_state& b) { std::vector<unsigned char>().swap(b.snapshot); }
   // The host buffer's elements, packed.
   void gather(int which, std::vector<unsigned char>& out) const {
     auto const* p = static_cast<unsigned char const*>(buffer(which));
@@ -591,7 +577,7 @@ struct field_storage {
       }
     }
     b.touched = false;
-    drop_snapshot(b);
+    b.snapshot.clear();
     if (!unchanged && bytes != 0) {
       ++b.version;
       b.bulk_stamp = next_write_stamp();  // where: unknown, so every row (k.grad compares stamps)
@@ -602,7 +588,7 @@ struct field_storage {
   // the adjoint of a launch that read it needs to know.
   CTG_NOINLINE void watch_current(int which) {
     settle(which);
-    state[which].launch_watched = state[which].version;
+    state[which].watched = state[which].version;
   }
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.

@@ -249,7 +249,6 @@ class kernel_t {
       if (detail::active_tape()) detail::raise_value_and_grad_on_tape(Name.view());
       if constexpr (fuses_value_and_gradient<A...>()) {
         using checks = reverse_checks<A...>;
-        settle_fields(args...);
         auto const rows = launch<backend::value_and_gradient_pass>(args...);
         note_writes(checks::findings.written_params, rows, args...);
         remember_forward(checks::findings.needed_params, args...);
@@ -608,7 +607,6 @@ class kernel_t {
   // records what it wrote, and completes the tape entry with the adjoint.
   template <class Pass = backend::forward_pass, class... A>
   void run_forward(tape* t, std::size_t entry, std::vector<detail::launch_use> const& uses, A const&... args) const {
-    settle_fields(args...);
     auto const rows = launch<Pass>(args...);
     constexpr bool differentiable =
         std::is_same_v<Pass, backend::forward_pass> && (detail::has_grad_arg<A> || ...) && !options::forward_only;
@@ -692,13 +690,16 @@ class kernel_t {
     static detail::forward_records r;
     return r;
   }
-  // What tells one forward launch from another: the buffers of all its
-  // field arguments (k(x, y) and k(x, z) are two launches, though their
-  // adjoints read only x) and its plain numbers (numbers_of).
   template <class... A>
-  static detail::buffer_list launch_buffers(A const&... args) {
+  static detail::buffer_list needed_buffers(unsigned long long needed, A const&... args) {
     detail::buffer_list out;
-    for_fields_in(~0ull, [&](auto const& f) { out.push(f.storage_id()); }, args...);
+    int i = 0;
+    auto one = [&](auto const& a) {
+      if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
+        if ((needed & ir::param_bit(i)) != 0) out.push(a.storage_id());
+      ++i;
+    };
+    (one(args), ...);
     return out;
   }
   // FNV-1a over the bytes of the arithmetic and enumeration arguments (the
@@ -721,27 +722,19 @@ class kernel_t {
   template <class... A>
   static void remember_forward(unsigned long long needed, A const&... args) {
     if (needed == 0) return;
-    for_fields_in(needed, [](auto const& f) { f.watch_current(); }, args...);
-    auto now = launch_buffers(args...);
+    for_needed_fields(needed, [](auto const& f) { f.watch_current(); }, args...);
+    auto now = needed_buffers(needed, args...);
     std::uint64_t const numbers = numbers_of(args...);
     std::uint64_t const stamp = detail::next_write_stamp();  // after the launch's own writes
     records().remember(std::move(now), numbers, stamp);
   }
-  // Before a launch: an element a host write changed through at(), map()
-  // or flat() since the field was last settled becomes a write of the field
-  // now, compared against the copy taken before it (field_storage::settle),
-  // not against what the launch itself writes.
-  template <class... A>
-  static void settle_fields(A const&... args) {
-    for_fields_in(~0ull, [](auto const& f) { f.settle(); }, args...);
-  }
-  // Calls each(field) for the field arguments whose bit is set in `mask`.
+  // Calls each(field) for the field arguments whose bit is set in `needed`.
   template <class Each, class... A>
-  static void for_fields_in(unsigned long long mask, Each const& each, A const&... args) {
+  static void for_needed_fields(unsigned long long needed, Each const& each, A const&... args) {
     int i = 0;
     auto one = [&](auto const& a) {
       if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((mask & ir::param_bit(i)) != 0) each(a);
+        if ((needed & ir::param_bit(i)) != 0) each(a);
       ++i;
     };
     (one(args), ...);
@@ -753,11 +746,11 @@ class kernel_t {
   template <class... A>
   void check_unchanged_since_forward(unsigned long long needed, A const&... args) const {
     if (needed == 0) return;
-    std::optional<std::uint64_t> const stamp = records().stamp_of(launch_buffers(args...), numbers_of(args...));
+    std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
     if (!stamp) return;
     // An element written on the host since (at(), map(), flat()) counts as
     // a write of every row.
-    for_fields_in(needed, [](auto const& f) { f.settle(); }, args...);
+    for_needed_fields(needed, [](auto const& f) { f.settle(); }, args...);
     auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
     int i = 0, changed = -1;
     auto one = [&](auto const& a) {

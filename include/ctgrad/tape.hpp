@@ -616,7 +616,7 @@ class tape : private detail::host_write_observer {
     st.version = version;
     st.launch_version = none;
     st.touched = false;
-    detail::field_storage::drop_snapshot(st);
+    st.snapshot.clear();
     if (t.seen != none) t.seen = version;
     watch(t, version);
   }

@@ -41,7 +41,7 @@ struct buffer_list {
   }
 };
 
-// A forward launch: the buffers of its field arguments, its plain-number
+// A forward launch: the buffers its adjoint reads, its plain-number
 // arguments (hashed: launches of one kernel on the same fields at other
 // steps, k(u, 0, 1) and k(u, 1, 0), read other rows and are told apart),
 // and a write stamp (field.hpp) taken after the launch's own writes.
