@@ -262,7 +262,7 @@ struct buffer_state {
   std::uint64_t bulk_stamp = 0;
   std::vector<std::uint64_t> row_stamps;
   std::uint64_t latest_row_stamp = 0;
-  std::uint64_t watched = none;  // a version a live tape, or the adjoint of a launch (k.grad), needs
+  std::uint64_t watched = none;  // a version some live tape needs
   // The version the last launch to write the buffer left, its write stamp,
   // and the tape recording on the thread that launched it (none: null). A
   // tape that reads a version some other launch wrote while it recorded
@@ -578,17 +578,9 @@ struct field_storage {
     }
     b.touched = false;
     b.snapshot.clear();
-    if (!unchanged && bytes != 0) {
-      ++b.version;
-      b.bulk_stamp = next_write_stamp();  // where: unknown, so every row (k.grad compares stamps)
+    if (!unchanged || bytes == 0) {
+      if (bytes != 0) ++b.version;
     }
-  }
-  // Takes a copy at the next touch of the buffer as it is now, so that a
-  // write through at(), map() or flat() is told from a read (settle): what
-  // the adjoint of a launch that read it needs to know.
-  CTG_NOINLINE void watch_current(int which) {
-    settle(which);
-    state[which].watched = state[which].version;
   }
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.
@@ -864,11 +856,6 @@ class field {
   // copy can tell); called before versions are compared.
   void settle() const {
     if (owner_) owner_->settle(which_);
-  }
-  // The same for a version an adjoint will read: from now on a write
-  // through at(), map() or flat() is told from a read (detail::buffer_state).
-  void watch_current() const {
-    if (owner_) owner_->watch_current(which_);
   }
   std::uint64_t version() const {
     settle();

@@ -722,22 +722,10 @@ class kernel_t {
   template <class... A>
   static void remember_forward(unsigned long long needed, A const&... args) {
     if (needed == 0) return;
-    for_needed_fields(needed, [](auto const& f) { f.watch_current(); }, args...);
     auto now = needed_buffers(needed, args...);
     std::uint64_t const numbers = numbers_of(args...);
     std::uint64_t const stamp = detail::next_write_stamp();  // after the launch's own writes
     records().remember(std::move(now), numbers, stamp);
-  }
-  // Calls each(field) for the field arguments whose bit is set in `needed`.
-  template <class Each, class... A>
-  static void for_needed_fields(unsigned long long needed, Each const& each, A const&... args) {
-    int i = 0;
-    auto one = [&](auto const& a) {
-      if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((needed & ir::param_bit(i)) != 0) each(a);
-      ++i;
-    };
-    (one(args), ...);
   }
   // Throws CTG-TAPE-003 when a launch or a whole-field host operation wrote
   // rows the adjoint reads (at this call's arguments) after the last forward
@@ -748,9 +736,6 @@ class kernel_t {
     if (needed == 0) return;
     std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
     if (!stamp) return;
-    // An element written on the host since (at(), map(), flat()) counts as
-    // a write of every row.
-    for_needed_fields(needed, [](auto const& f) { f.settle(); }, args...);
     auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
     int i = 0, changed = -1;
     auto one = [&](auto const& a) {
