@@ -220,6 +220,9 @@ CTG_HOST_DEVICE auto* buffer_element(View const& v, int which, I... idx) {
   }
 }
 
+// How messages of the memory layer name a field's buffer: "field 'x'".
+inline std::string field_what(std::string const& name) { return "field '" + name + "'"; }
+
 inline std::string describe_index(std::initializer_list<std::int64_t> idx) {
   std::ostringstream os;
   os << '(';
@@ -466,7 +469,7 @@ struct field_storage {
   // more.
   void* allocate_bytes(std::size_t requested) const {
     std::size_t const n = requested ? requested : 1;
-    std::string const what = "field '" + name + "'";
+    std::string const what = field_what(name);
     return memory::in_space(space, [&](auto tag) {
       void* p = detail::copy_cache::after_trim_if_needed(tag.space == memory_space::device,
                                                         [&] { return tag.allocate(n, what); });
@@ -492,12 +495,12 @@ struct field_storage {
       element_layout packed_layout = layout;
       packed_layout.pack();
       if (into_buffer)
-        copy_elements(dst, layout, src, packed_layout, space, "field '" + name + "'");
+        copy_elements(dst, layout, src, packed_layout, space, field_what(name));
       else
-        copy_elements(dst, packed_layout, src, layout, space, "field '" + name + "'");
+        copy_elements(dst, packed_layout, src, layout, space, field_what(name));
       return;
     }
-    memory::in_space(space, [&](auto tag) { tag.copy(dst, src, bytes, "field '" + name + "'"); });
+    memory::in_space(space, [&](auto tag) { tag.copy(dst, src, bytes, field_what(name)); });
   }
 
   // ---- write tracking ---------------------------------------------------------------------------
@@ -647,7 +650,6 @@ inline std::string shape_string(int const* extents, int rank) {
   os << ')';
   return os.str();
 }
-inline std::string field_what(std::string const& name) { return "field '" + name + "'"; }
 
 // The storage of a new field: its buffers of `element_bytes` times the
 // shape's size, zeroed, in `space`; the values always, the gradient and the
@@ -696,15 +698,8 @@ inline std::shared_ptr<field_storage> new_field_storage(std::string_view name, m
                      ", field '" + target + "' has shape " + shape_string(target_extents, rank));
 }
 
-// Copies `bytes` between host memory and a packed buffer of `space`, or
-// zeroes one: what a field's whole-buffer operations come down to.
-inline void copy_packed(memory_space space, void* dst, void const* src, std::size_t bytes, bool to_field,
-                        std::string const& name) {
-  if (to_field)
-    memory::write_from_host(space, dst, src, bytes, field_what(name));
-  else
-    memory::read_to_host(space, dst, src, bytes, field_what(name));
-}
+// Zeroes a packed buffer of `space` (the memory layer's call is generic in
+// the space, so a field type calling it would instantiate its own).
 inline void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name) {
   memory::in_space(space, [&](auto tag) { tag.zero(buffer, bytes, field_what(name)); });
 }
@@ -1199,7 +1194,11 @@ class field {
     if constexpr (is_strided) {
       if (!layout().packed()) return copy_strided(dst, src, to_field);
     }
-    detail::copy_packed(space_, dst, src, std::size_t(size()) * sizeof(T), to_field, name_);
+    std::size_t const bytes = std::size_t(size()) * sizeof(T);
+    if (to_field)
+      memory::write_from_host(space_, dst, src, bytes, detail::field_what(name_));
+    else
+      memory::read_to_host(space_, dst, src, bytes, detail::field_what(name_));
   }
   void zero_buffer(T* buffer, int which) const {
     if constexpr (is_strided) {

@@ -111,7 +111,6 @@ template <class L, class E>
 inline constexpr unsigned long long loaded_params_v<ir::node<ir::op::store, L, E>> =
     store_target_loads_v<L> | loaded_params_v<E>;
 
-// The rows of each field argument a launch reads and writes (eval/rows.hpp).
 // What the aliasing check (kernel_t::check_aliasing) sees of an argument:
 // where a field's elements lie and whether it has a gradient; nothing of
 // any other argument.
@@ -137,6 +136,7 @@ inline void check_shared_storage(std::string_view kernel, std::span<storage_use 
         raise_shared_storage(kernel, int(p), int(q), args);
 }
 
+// The rows of each field argument a launch reads and writes (eval/rows.hpp).
 template <std::size_t N>
 struct launch_rows {
   row_set reads[N > 0 ? N : 1];
@@ -519,8 +519,6 @@ class kernel_t {
       detail::check_shared_storage(Name.view(), used, {detail::ref_of(args)...});
     }
   }
-
-
 
   template <class Offloads>
   static constexpr report tangent_findings = check::tangent_checks<Offloads>::evaluate();

@@ -384,12 +384,11 @@ class tape : private detail::host_write_observer {
     // seen, for the same reason (CTG-TAPE-012); a rollout's steps have their
     // own rules, and a rollout that fails keeps none of its launches.
     for (std::size_t k = 0; k < uses.size(); ++k) {
+      if (!active_ && !differentiable_values(uses[k])) continue;
       tracked& tb = buffers_[launch_buffers_[k]];
-      if (active_)
-        tb.ro_seen = version_of(tb);
-      else if (differentiable_values(uses[k]))
-        tb.seen = version_of(tb);
-      if (active_ || differentiable_values(uses[k])) watch(tb, version_of(tb));
+      std::uint64_t const now = version_of(tb);
+      (active_ ? tb.ro_seen : tb.seen) = now;
+      watch(tb, now);
     }
   }
   // A launch argument: when it is a field with a gradient, backward() clears
