@@ -719,10 +719,42 @@ struct adopted_memory {
   memory_space space = memory_space::host;
 };
 
+// What a field handle owns: a share of its storage, and its name (a view's
+// may differ from its storage's). Copied, moved and destroyed out of line,
+// by functions that are the same for every field type. Inline, each field
+// type's copies and destructions spelled out a reference count and a
+// string's buffer again, wherever handles are copied: the arguments a tape
+// keeps for each launch's adjoint, a kernel's launches, the examples' state.
+class field_ownership {
+ protected:
+  field_ownership() = default;
+  explicit field_ownership(std::shared_ptr<field_storage> storage)
+      : owner_(std::move(storage)), name_(owner_->name) {}
+  field_ownership(std::shared_ptr<field_storage> storage, std::string name) noexcept
+      : owner_(std::move(storage)), name_(std::move(name)) {}
+  CTG_NOINLINE field_ownership(field_ownership const& other) : owner_(other.owner_), name_(other.name_) {}
+  CTG_NOINLINE field_ownership(field_ownership&& other) noexcept
+      : owner_(std::move(other.owner_)), name_(std::move(other.name_)) {}
+  CTG_NOINLINE field_ownership& operator=(field_ownership const& other) {
+    owner_ = other.owner_;
+    name_ = other.name_;
+    return *this;
+  }
+  CTG_NOINLINE field_ownership& operator=(field_ownership&& other) noexcept {
+    owner_ = std::move(other.owner_);
+    name_ = std::move(other.name_);
+    return *this;
+  }
+  CTG_NOINLINE ~field_ownership() {}
+
+  std::shared_ptr<field_storage> owner_;
+  std::string name_;
+};
+
 }  // namespace detail
 
 template <class T, int Rank, flags Flags = flags::none>
-class field {
+class field : detail::field_ownership {
   static_assert(Rank >= 0 && Rank <= 4, "CTG-FIELD-003 a field's rank must be between 0 and 4");
   static_assert(is_element_type_v<T>,
                 "CTG-FIELD-002 unsupported element type: a field holds float, double, "
@@ -765,12 +797,12 @@ class field {
   field(std::initializer_list<int> shape, field_options opts = {}) : field(to_shape(shape, opts.name), opts) {}
 
   explicit field(shape_type shape, field_options opts = {})
-      : owner_(detail::new_field_storage(opts.name, opts.space, shape.data(), Rank, sizeof(T), has_grad, has_dual)),
+      : field_ownership(
+            detail::new_field_storage(opts.name, opts.space, shape.data(), Rank, sizeof(T), has_grad, has_dual)),
         data_(static_cast<T*>(owner_->primal)),
         grad_(static_cast<T*>(owner_->grad)),
         dual_(static_cast<T*>(owner_->dual)),
         shape_(shape),
-        name_(owner_->name),
         space_(opts.space) {
     if constexpr (is_strided) pack_strides();
   }
@@ -778,12 +810,11 @@ class field {
   // A handle on memory described by `m` (ctg::view and the adoptions of
   // view.hpp build it, after checking the layout).
   field(detail::adopt_memory_t, detail::adopted_memory<T, Rank> m)
-      : owner_(std::move(m.storage)),
+      : field_ownership(std::move(m.storage), std::move(m.name)),
         data_(m.data),
         grad_(m.grad),
         dual_(m.dual),
         shape_(m.shape),
-        name_(std::move(m.name)),
         space_(m.space) {
     if constexpr (is_strided) {
       stride_ = m.stride;
@@ -1210,13 +1241,11 @@ class field {
     detail::zero_packed(space_, buffer, std::size_t(size()) * sizeof(T), name_);
   }
 
-  std::shared_ptr<detail::field_storage> owner_;
   int which_ = 0;  // the storage buffer this handle's values are: 0 primal, 1 gradient, 2 tangent
   T* data_ = nullptr;
   T* grad_ = nullptr;
   T* dual_ = nullptr;
   shape_type shape_{};
-  std::string name_;
   memory_space space_ = memory_space::host;
   // Byte strides of a ctg::strided field's values and of its gradient and
   // tangent buffers (unused otherwise: plain fields are packed row-major).

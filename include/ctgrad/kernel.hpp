@@ -582,10 +582,8 @@ class kernel_t {
       if constexpr (is_field_v<X>) {
         unsigned long long const bit = ir::param_bit(i);
         bool const n = (needed & bit) != 0, w = (written & bit) != 0, r = (read & bit) != 0;
-        if (n || w || r) {
-          std::string name = a.name();
-          uses.push_back({a.storage(), a.buffer_index(), std::move(name), i, n, n && (before & bit) != 0, w, r});
-        }
+        if (n || w || r) detail::add_launch_use(uses, a.storage(), a.buffer_index(), a.name(), i, n,
+                                                n && (before & bit) != 0, w, r);
       }
       ++i;
     };

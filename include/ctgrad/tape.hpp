@@ -86,6 +86,15 @@ struct launch_use {
   bool whole = false;  // it writes every element (a host fill or copy): what was there before is gone
 };
 
+// Adds a field argument's use to a launch's list. One function for every
+// field type and kernel: inline, each kernel's list spelled out its own
+// growth of the vector and copy of the name for every field argument.
+CTG_NOINLINE inline void add_launch_use(std::vector<launch_use>& uses, std::shared_ptr<field_storage> const& storage,
+                                        int which, std::string const& name, int param, bool needed, bool before,
+                                        bool written, bool read) {
+  uses.push_back({storage, which, name, param, needed, before, written, read});
+}
+
 }  // namespace detail
 
 class tape : private detail::host_write_observer {
