@@ -725,6 +725,11 @@ struct adopted_memory {
 // type's copies and destructions spelled out a reference count and a
 // string's buffer again, wherever handles are copied: the arguments a tape
 // keeps for each launch's adjoint, a kernel's launches, the examples' state.
+// In a namespace of its own: a base class's namespace joins its derived
+// class's argument-dependent lookup, and one that holds no functions adds
+// none to a call with a field argument (ctg::detail's make_tuple would make
+// a user's unqualified make_tuple(f, 1) ambiguous).
+namespace ownership {
 class field_ownership {
  protected:
   field_ownership() = default;
@@ -736,8 +741,11 @@ class field_ownership {
   CTG_NOINLINE field_ownership(field_ownership&& other) noexcept
       : owner_(std::move(other.owner_)), name_(std::move(other.name_)) {}
   CTG_NOINLINE field_ownership& operator=(field_ownership const& other) {
+    // The name first: if copying it throws, the handle still describes the
+    // storage it holds.
+    std::string name = other.name_;
     owner_ = other.owner_;
-    name_ = other.name_;
+    name_ = std::move(name);
     return *this;
   }
   CTG_NOINLINE field_ownership& operator=(field_ownership&& other) noexcept {
@@ -750,6 +758,8 @@ class field_ownership {
   std::shared_ptr<field_storage> owner_;
   std::string name_;
 };
+}  // namespace ownership
+using ownership::field_ownership;
 
 }  // namespace detail
 

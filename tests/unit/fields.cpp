@@ -3,6 +3,7 @@
 
 #include <ctgrad/ctgrad.hpp>
 #include <numeric>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -51,6 +52,21 @@ TEST_CASE("a field is a shared handle: copies see the same storage, which outliv
   CHECK(copy.use_count() == 1);
   CHECK(copy.name() == "x");
   CHECK(copy.to_vector() == values);
+}
+
+// A field brings only ctg into argument-dependent lookup: an unqualified
+// call that finds the standard library's function through a using-directive
+// stays unambiguous (ctg::detail has functions of the same names).
+namespace field_lookup {
+using namespace std;
+inline auto pair_with_count(ctg::field<float, 1> const& f) { return make_tuple(f, int(f.size())); }
+}  // namespace field_lookup
+
+TEST_CASE("an unqualified std call on a field finds std's function alone") {
+  ctg::field<float, 1> f({3}, {.name = "f"});
+  auto t = field_lookup::pair_with_count(f);
+  CHECK(std::get<0>(t).storage() == f.storage());
+  CHECK(std::get<1>(t) == 3);
 }
 
 TEST_CASE("fill, copies from and to spans and vectors, clone") {
