@@ -581,9 +581,7 @@ struct field_storage {
     }
     b.touched = false;
     b.snapshot.clear();
-    if (!unchanged || bytes == 0) {
-      if (bytes != 0) ++b.version;
-    }
+    if (!unchanged && bytes != 0) ++b.version;
   }
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.
@@ -737,9 +735,10 @@ class field_ownership {
       : owner_(std::move(storage)), name_(owner_->name) {}
   field_ownership(std::shared_ptr<field_storage> storage, std::string name) noexcept
       : owner_(std::move(storage)), name_(std::move(name)) {}
-  CTG_NOINLINE field_ownership(field_ownership const& other) : owner_(other.owner_), name_(other.name_) {}
-  CTG_NOINLINE field_ownership(field_ownership&& other) noexcept
-      : owner_(std::move(other.owner_)), name_(std::move(other.name_)) {}
+  CTG_NOINLINE field_ownership(field_ownership const&) = default;
+  CTG_NOINLINE field_ownership(field_ownership&&) noexcept = default;
+  CTG_NOINLINE field_ownership& operator=(field_ownership&&) noexcept = default;
+  CTG_NOINLINE ~field_ownership() = default;
   CTG_NOINLINE field_ownership& operator=(field_ownership const& other) {
     // The name first: if copying it throws, the handle still describes the
     // storage it holds.
@@ -748,12 +747,6 @@ class field_ownership {
     name_ = std::move(name);
     return *this;
   }
-  CTG_NOINLINE field_ownership& operator=(field_ownership&& other) noexcept {
-    owner_ = std::move(other.owner_);
-    name_ = std::move(other.name_);
-    return *this;
-  }
-  CTG_NOINLINE ~field_ownership() {}
 
   std::shared_ptr<field_storage> owner_;
   std::string name_;

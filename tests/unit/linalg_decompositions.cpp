@@ -78,7 +78,8 @@ void check_svd(int count) {
     CAPTURE(f);
     mat<S, N> const u = fn::svd_u::apply(f), v = fn::svd_v::apply(f);
     vec<S, N> const s = fn::svd_sigma::apply(f);
-    Eigen::JacobiSVD<dt::mat<N>, Eigen::NoQRPreconditioner> ref(f.template cast<double>(), Eigen::ComputeFullU | Eigen::ComputeFullV);
+    Eigen::JacobiSVD<dt::mat<N>, Eigen::NoQRPreconditioner> ref(f.template cast<double>(),
+                                                                Eigen::ComputeFullU | Eigen::ComputeFullV);
     dt::vec<N> const rs = ref.singularValues();
     double const scale = std::max(rs(0), std::numeric_limits<double>::min());
     // Conventions: rotations, order by magnitude, the sign of det F last.
