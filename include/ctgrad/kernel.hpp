@@ -271,7 +271,7 @@ class kernel_t {
       constexpr bool hooked = requires(typename checks::kir_t const& kir, bound_t const& bound, A const&... args) {
         ctg_launch_hook(Name.view(), true, kir, bound, args...);
       };
-      return !hooked && ad::value_and_gradient_fusion<bound_t, typename checks::offloads_t>::valid;
+      return !hooked && ad::value_and_gradient_fusion<bound_t, ir_key<A...>>::valid;
     }
   }
 
@@ -366,6 +366,14 @@ class kernel_t {
   };
   template <int Position, class... A>
   using offload_name = ir::keyed_offload<offload_key<Position, A...>>;
+  // The IR for arguments of types A under a short name, for the checks
+  // (check::kernel_checks).
+  template <class... A>
+  struct ir_key {
+    using offloads = decltype(built<A...>::type::offloads);
+    template <int Position>
+    using offload = offload_name<Position, A...>;
+  };
   // A mistake in the body that its types show (ir/misuse.hpp): reported at
   // the launch as one error, before any check or backend is instantiated.
   template <class... A>
@@ -418,7 +426,7 @@ class kernel_t {
     using kir_t = typename built<A...>::type;
     using args_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
     using offloads_t = decltype(kir_t::offloads);
-    using rules = check::kernel_checks<args_t, offloads_t, kir_t::slots>;
+    using rules = check::kernel_checks<args_t, ir_key<A...>, kir_t::slots>;
 
     // The IR built in a constant expression: possible when the lambda
     // captures nothing and every argument is a field (scalar arguments are

@@ -136,8 +136,16 @@ struct let_slots<op::let<S...>> {
 // WithPrimal: the reverse sweep also writes the values the forward pass
 // writes (reverse_plan), so every value a store or an accumulation writes,
 // and where, is needed.
-template <class Root, int N, bool WithPrimal = false>
+//
+// RootName names the body (ir::named_t): a class template's arguments are
+// spelled in the name of each of its members, and the per-node members here
+// are instantiated once per node, each with an assembler name that g++
+// computes although they run in constant evaluation only and are never
+// emitted, in time that grows with the square of the name (docs/05, *Names
+// nobody emits*).
+template <class RootName, int N, bool WithPrimal = false>
 struct body_analysis {
+  using Root = ir::named_t<RootName>;
   using act_rules = activity_rules<N>;
   template <class E>
   static constexpr bool active_with(slot_set<N> const& act) {
@@ -335,10 +343,10 @@ struct body_analysis {
 };
 
 // The analysis under the name a plan gives the body (ir::body_name_t): a
-// short name for the adjoint's per-node functions, one set of tables per
-// body whichever name reaches it.
+// short name for the adjoint's per-node functions. Launches and checks reach
+// a body under the same name, its key, so its tables are computed once.
 template <class RootName, int N, bool WithPrimal = false>
-struct offload_analysis : body_analysis<ir::named_t<RootName>, N, WithPrimal> {};
+struct offload_analysis : body_analysis<RootName, N, WithPrimal> {};
 
 // ---- plain or atomic gradient accumulation ---------------------------------------------------
 // An index expression `i + c` or `c + i` or `i - c`, with i the offload loop's

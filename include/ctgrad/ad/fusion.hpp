@@ -83,14 +83,15 @@ struct primal_writes_of<node<Op, K...>> {
   }
 };
 
-// What one offload contributes to the decision.
+// What one offload contributes to the decision. Offload: the name a launch
+// gives it (ir::keyed_offload), whose policy the reverse plan shares.
 template <class Args, class Offload>
 struct offload_fusion {
   using parts = ir::offload_traits<Offload>;
   using body = typename parts::body;
   static constexpr unsigned long long computed_from = computed_from_v<typename parts::root>;
   static constexpr primal_write_sets writes = primal_writes_of<body>::get(false);
-  using policy = slot_ownership<body, parts::axes, parts::parallel>;
+  using policy = slot_ownership<ir::body_name_t<Offload>, parts::axes, parts::parallel>;
   using seeds = eval::privatized_t<body>;
   template <int I>
   static constexpr bool scattered_privately() {
@@ -106,18 +107,22 @@ struct offload_fusion {
   }(std::make_integer_sequence<int, int(Args::size)>{});
 };
 
-template <class Args, class Offloads>
+// Key names the kernel's IR as check::kernel_checks's does: Key::offloads,
+// Key::offload<K>.
+template <class Args, class Key, class Positions = std::make_integer_sequence<int, int(Key::offloads::size)>>
 struct value_and_gradient_fusion;
-template <class Args, class... O>
-struct value_and_gradient_fusion<Args, detail::tuple<O...>> {
+template <class Args, class Key, int... Ks>
+struct value_and_gradient_fusion<Args, Key, std::integer_sequence<int, Ks...>> {
+  template <int K>
+  using at = offload_fusion<Args, typename Key::template offload<K>>;
   static constexpr primal_write_sets writes = [] {
     primal_write_sets w{};
-    ((w = w.then(offload_fusion<Args, O>::writes)), ...);
+    ((w = w.then(at<Ks>::writes)), ...);
     return w;
   }();
-  static constexpr unsigned long long computed_from = (offload_fusion<Args, O>::computed_from | ... | 0ull);
+  static constexpr unsigned long long computed_from = (at<Ks>::computed_from | ... | 0ull);
   static constexpr bool valid = ((writes.stored | writes.accumulated) & computed_from) == 0 && writes.repeated == 0 &&
-                                !(offload_fusion<Args, O>::any_scattered_privately || ...);
+                                !(at<Ks>::any_scattered_privately || ...);
 };
 
 }  // namespace ctg::ad

@@ -21,8 +21,11 @@ namespace ctg::ad {
 // edges shares no element of a banded field with any other chunk, so its
 // accumulations are plain adds, and only those near an edge are atomic
 // (eval::frame::near_chunk_edge).
-template <class Body, int Axes, bool Parallel>
+// BodyName names the body (ir::named_t), for the names of the members, as
+// body_analysis's RootName does.
+template <class BodyName, int Axes, bool Parallel>
 struct body_ownership {
+  using Body = ir::named_t<BodyName>;
   // The adjoint runs iterations, not the gather sweeps of ad/gather.hpp.
   static constexpr bool gathering = false;
   template <int I>
@@ -116,7 +119,7 @@ struct body_ownership {
 // The policy under the name a plan gives the body (ir::body_name_t), which
 // frames carry into every per-node function's name.
 template <class BodyName, int Axes, bool Parallel>
-struct slot_ownership : body_ownership<ir::named_t<BodyName>, Axes, Parallel> {};
+struct slot_ownership : body_ownership<BodyName, Axes, Parallel> {};
 
 // WithPrimal: the reverse sweep also writes what the forward pass writes
 // (ad/fusion.hpp decides when that is valid), so one launch gives the values

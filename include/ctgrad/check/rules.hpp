@@ -329,20 +329,25 @@ struct to_tuple<detail::type_list<E...>> {
   static constexpr std::size_t size = sizeof...(E);
 };
 
-template <class Args, class Offloads, int Slots>
-struct kernel_checks;
-
-template <class Args, class... O, int Slots>
-struct kernel_checks<Args, detail::tuple<O...>, Slots> {
-  using offloads_t = detail::tuple<O...>;
-  static constexpr std::size_t n_offloads = sizeof...(O);
+// Key names the kernel's IR for these arguments: Key::offloads is the tuple
+// of its offloads, Key::offload<K> the name a launch gives offload K
+// (ir::keyed_offload). The checks name the offloads' bodies as the launch
+// does, so the analyses they read are the ones the adjoint is built from
+// (one instantiation for both), and no member's name spells the IR
+// (docs/05, *Names nobody emits*).
+template <class Args, class Key, int Slots>
+struct kernel_checks {
+  using offloads_t = typename Key::offloads;
+  static constexpr std::size_t n_offloads = offloads_t::size;
 
   template <std::size_t K>
   using offload_t = detail::tuple_element_t<K, offloads_t>;
   template <std::size_t K>
+  using named_offload_t = typename Key::template offload<int(K)>;
+  template <std::size_t K>
   using view = offload_view<offload_t<K>>;
   template <std::size_t K>
-  using analysis = ad::offload_analysis<typename view<K>::body, Slots>;
+  using analysis = ad::offload_analysis<ir::body_name_t<named_offload_t<K>>, Slots>;
   template <std::size_t K>
   using events = events_t<analysis<K>, typename view<K>::body>;
 
@@ -879,7 +884,7 @@ struct kernel_checks<Args, detail::tuple<O...>, Slots> {
   // D1 (CTG-AD-001) without the adstack, CTG-AD-003 with it but unsized.
   template <std::size_t K>
   static constexpr void stack(report& r, bool no_adstack, bool capacity_given) {
-    using plan = ad::reverse_plan<Args, offload_t<K>, Slots>;
+    using plan = ad::reverse_plan<Args, named_offload_t<K>, Slots>;
     using root = typename view<K>::body;
     constexpr auto demand = plan::demand;
     func_chain at;

@@ -172,15 +172,41 @@ constexpr auto settle(op::if_<Site> op, detail::tuple<C, S...> const& t) {
 }
 
 // ---- lowering -----------------------------------------------------------------------
+// The first free slot before element I of a sequence (I = its length: after
+// the last), as std::integral_constant: each element's lowering starts where
+// the one before it left the counter. Neither a function nor a static data
+// member of a class spelling the sequence: g++ gives every function and
+// variable it instantiates an assembler name, emitted or not, in time
+// quadratic in the name's length, and a per-element step spelling the whole
+// sequence makes that cubic in a block's length (docs/05, *Names
+// nobody emits*).
+template <class Ctx, class Tuple, std::size_t I>
+struct sequence_slot;
+template <class Ctx, class... Ts>
+struct sequence_slot<Ctx, detail::tuple<Ts...>, 0> {
+  using type = std::integral_constant<int, Ctx::next_slot>;
+};
+template <class Ctx, class... Ts, std::size_t I>
+  requires(I > 0)
+struct sequence_slot<Ctx, detail::tuple<Ts...>, I> {
+  using type = std::integral_constant<
+      int, decltype(lower(with_next_slot<Ctx, sequence_slot<Ctx, detail::tuple<Ts...>, I - 1>::type::value>{},
+                          std::declval<detail::tuple_element_t<I - 1, detail::tuple<Ts...>> const&>()))::next_slot>;
+};
+template <class Ctx, class... Ts, std::size_t... Is>
+constexpr auto lower_elements(detail::tuple<Ts...> const& t, std::index_sequence<Is...>) {
+  using seq = detail::tuple<Ts...>;
+  return lowered<detail::tuple<decltype(lower(with_next_slot<Ctx, sequence_slot<Ctx, seq, Is>::type::value>{},
+                                              detail::get<Is>(t))
+                                            .ir)...>,
+                 sequence_slot<Ctx, seq, sizeof...(Ts)>::type::value>{
+      {{{lower(with_next_slot<Ctx, sequence_slot<Ctx, seq, Is>::type::value>{}, detail::get<Is>(t)).ir}...}}};
+}
+
 // Lowers the elements of a tuple left to right, threading the slot counter.
-template <class Ctx, std::size_t I = 0, class... Ts, class... Done>
-constexpr auto lower_seq(detail::tuple<Ts...> const& t, Done const&... done) {
-  if constexpr (I == sizeof...(Ts)) {
-    return lowered<detail::tuple<Done...>, Ctx::next_slot>{detail::make_tuple(done...)};
-  } else {
-    auto r = lower(Ctx{}, detail::get<I>(t));
-    return lower_seq<with_next_slot<Ctx, decltype(r)::next_slot>, I + 1>(t, done..., r.ir);
-  }
+template <class Ctx, class... Ts>
+constexpr auto lower_seq(detail::tuple<Ts...> const& t) {
+  return lower_elements<Ctx>(t, std::index_sequence_for<Ts...>{});
 }
 
 // Plain values passed through func calls (field parameters, numbers).
