@@ -270,3 +270,71 @@ TEST_CASE("a func's element argument keeps the value it had at the call when the
     CHECK(u.grad().at(i) == Approx(2 * a + std::cos(a) + 1.5).epsilon(1e-13));
   }
 }
+
+// An assignment whose value nothing reads passes no adjoint on: its local's
+// adjoint there is zero, and zero times an infinite partial (sqrt at 0) or a
+// NaN value would be NaN in a gradient that does not depend on it.
+TEST_CASE("assignments whose value nothing reads leave the gradient finite") {
+  static constexpr int n = 4;
+  // sqrt' is infinite at 0; sqrt(-0.5) and log(-0.5) are NaN.
+  std::vector<double> const xv{0.0, 0.25, -0.5, 4.0};
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"}), z({n}, {.name = "z"});
+  x.copy_from(xv);
+  auto k = ctg::kernel<"unread_values">([](auto x, auto y, auto z) {
+    return ctg::range(n, [=](auto i) {
+      return ctg::block(
+          // overwritten before it is read, and a local never read at all
+          ctg::let(0.0, 0.0, [=](auto a, auto b) {
+            return ctg::block(a = ctg::sqrt(x[i]), b = ctg::log(x[i]), a = 3.0 * x[i], y[i] = a * x[i]);
+          }),
+          // a let-init overwritten before it is read; an if_ that overwrites
+          // on both sides
+          ctg::let(ctg::sqrt(x[i]), [=](auto c) {
+            return ctg::block(c = 2.0 * x[i], c = ctg::sqrt(c * c + 1.0), ctg::if_(x[i] > 1.0, c = c * x[i], c = c - x[i]),
+                              z[i] = c);
+          }));
+    });
+  });
+  k(x, y, z);
+  y.grad().fill(1.0);
+  z.grad().fill(1.0);
+  k.grad(x, y, z);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double const v = xv[i];
+    double const r = std::sqrt(4 * v * v + 1);  // c before the if_
+    CHECK(y.at(i) == Approx(3 * v * v).epsilon(1e-14));
+    // d/dx [3x^2] = 6x; d/dx of z: r' = 4x / r, then times x (+ r) or minus 1.
+    double const dz = v > 1 ? 4 * v / r * v + r : 4 * v / r - 1;
+    CHECK(x.grad().at(i) == Approx(6 * v + dz).epsilon(1e-12));
+  }
+}
+
+// A value assigned at the end of a loop body and read at the start of the
+// next iteration is live: its adjoint reaches the operation.
+TEST_CASE("a value read by the next iteration of a nested loop passes its adjoint on") {
+  static constexpr int n = 3;
+  std::vector<double> const xv{0.25, 1.0, 4.0};
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  x.copy_from(xv);
+  auto k = ctg::kernel<"carried_value">([](auto x, auto y) {
+    return ctg::range(n, [=](auto i) {
+      return ctg::let(0.0, [=](auto a) {
+        return ctg::range(3, [=](auto j) {
+          return ctg::block(y[i] += a * x[i], a = ctg::sqrt(x[i]) + ctg::cast<double>(j),
+                            ctg::if_(x[i] > 2.0, a = a * 1.0));
+        });
+      });
+    });
+  });
+  k(x, y);
+  y.grad().fill(1.0);
+  k.grad(x, y);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double const v = xv[i], s = std::sqrt(v);
+    // y = x (0 + s + (s + 1)) = 2 x^1.5 + x
+    CHECK(y.at(i) == Approx(2 * v * s + v).epsilon(1e-14));
+    CHECK(x.grad().at(i) == Approx(3 * s + 1).epsilon(1e-13));
+  }
+}

@@ -314,6 +314,106 @@ struct body_analysis {
   }
   static constexpr slot_set<N> needed = compute_needed();
 
+  // ---- values nothing reads ----------------------------------------------------------------------
+  // An assignment whose value is overwritten before anything reads it, or
+  // never read at all, leaves its local's adjoint at zero, and propagating
+  // that zero through its operation gives 0 * partial: NaN where the
+  // partial is infinite (sqrt at 0) or the value is NaN, in a gradient that
+  // does not depend on the value at all. The reverse pass skips those
+  // assignments (and let-inits): the locals live after each of them, by a
+  // backward walk in which a loop's body is walked to a fixed point.
+  struct liveness {
+    slot_set<N> seen_sites, live_sites;  // whole assignments, by site
+    slot_set<N> seen_inits, live_inits;  // let-inits, by slot
+  };
+  static constexpr slot_set<N> either(slot_set<N> a, slot_set<N> const& b) {
+    for (int k = 0; k < N; ++k) a.bit[k] = a.bit[k] || b.bit[k];
+    return a;
+  }
+  // after plus the locals expression E reads (mark_expr with every value
+  // needed: the walk the needed values already instantiate for E).
+  template <class E>
+  static constexpr slot_set<N> with_reads(slot_set<N> after) {
+    mark_expr<E>(true, after);
+    return after;
+  }
+
+  // The locals live before statement St, given those live after it.
+  template <class St>
+  static constexpr slot_set<N> live_before(slot_set<N> after, liveness& out) {
+    return live_impl(static_cast<St const*>(nullptr), after, out);
+  }
+  template <class Op, class... K>
+  static constexpr slot_set<N> live_impl(node<Op, K...> const*, slot_set<N> after, liveness& out) {
+    using kids = detail::tuple<K...>;
+    if constexpr (is_assign_op<Op>) {
+      using L = detail::tuple_element_t<0, kids>;
+      using R = detail::tuple_element_t<1, kids>;
+      constexpr int slot = eval::assigned_local<L>::slot;
+      if constexpr (std::is_same_v<L, node<op::local<slot, typename eval::assigned_local<L>::type>>>) {
+        out.seen_sites.set(Op::site);
+        if (after[slot]) out.live_sites.set(Op::site);
+        after.bit[slot] = false;
+        return with_reads<R>(after);
+      } else {  // a coefficient: the rest of the local stays
+        return with_reads<R>(with_reads<L>(after));
+      }
+    } else if constexpr (std::is_same_v<Op, op::block>) {
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((after = live_before<detail::tuple_element_t<sizeof...(K) - 1 - Is, kids>>(after, out)), ...);
+      }(std::index_sequence_for<K...>{});
+      return after;
+    } else if constexpr (is_func_scope_op<Op>) {
+      return live_before<detail::tuple_element_t<0, kids>>(after, out);
+    } else if constexpr (is_if_op<Op>) {
+      return with_reads<detail::tuple_element_t<0, kids>>(
+          either(live_before<detail::tuple_element_t<1, kids>>(after, out),
+                 live_before<detail::tuple_element_t<2, kids>>(after, out)));
+    } else if constexpr (is_loop_op<Op> || is_while_op<Op>) {
+      // Before an iteration: live after the loop (it may run no more), or
+      // live before the body (it may run again).
+      using Body = detail::tuple_element_t<sizeof...(K) - 1, kids>;
+      slot_set<N> head = after;
+      for (int iter = 0; iter <= N + 1; ++iter) {
+        slot_set<N> const next = either(after, live_before<Body>(head, out));
+        if (next == head) break;
+        head = next;
+      }
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((head = with_reads<detail::tuple_element_t<Is, kids>>(head)), ...);
+      }(std::make_index_sequence<sizeof...(K) - 1>{});
+      return head;
+    } else if constexpr (is_let_op<Op>) {
+      slot_set<N> inner = live_before<detail::tuple_element_t<sizeof...(K) - 1, kids>>(after, out);
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((out.seen_inits.set(let_slots<Op>::slot[Is]),
+          inner[let_slots<Op>::slot[Is]] ? out.live_inits.set(let_slots<Op>::slot[Is]) : void(),
+          inner.bit[let_slots<Op>::slot[Is]] = false),
+         ...);
+        ((inner = with_reads<detail::tuple_element_t<Is, kids>>(inner)), ...);
+      }(std::make_index_sequence<std::size_t(let_slots<Op>::count)>{});
+      return inner;
+    } else if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
+      return with_reads<detail::tuple_element_t<1, kids>>(with_reads<detail::tuple_element_t<0, kids>>(after));
+    } else {  // nothing else reads a local
+      return after;
+    }
+  }
+  template <class St>
+  static constexpr slot_set<N> live_impl(St const*, slot_set<N> after, liveness&) {
+    return after;
+  }
+  static constexpr liveness compute_liveness() {
+    liveness out{};
+    live_before<Root>(slot_set<N>{}, out);
+    return out;
+  }
+  static constexpr liveness live = compute_liveness();
+  // Whether the whole assignment at Site, or the let-init of Slot, has a
+  // value something reads (an assignment the walk did not reach counts).
+  static constexpr bool assignment_read(int site) { return !live.seen_sites[site] || live.live_sites[site]; }
+  static constexpr bool init_read(int slot) { return !live.seen_inits[slot] || live.live_inits[slot]; }
+
   // ---- what a statement assigns and declares ------------------------------------------------
   template <class S>
   static constexpr void assigned_declared(slot_set<N>& assigned, slot_set<N>& declared) {

@@ -284,7 +284,8 @@ struct interleaved_reverse {
     constexpr int slot = eval::assigned_local<L>::slot;
     using T = typename eval::assigned_local<L>::type;
     if constexpr (std::is_same_v<L, node<op::local<slot, T>>> && std::is_arithmetic_v<T> && is_differentiable_v<T> &&
-                  R::active_slot(slot) && R::template active<E> && eval::lane_statement_v<E>) {
+                  R::active_slot(slot) && R::template active<E> && R::assignment_read(Site) &&
+                  eval::lane_statement_v<E>) {
       using lane = lane_reverse<R, W, Fr>;
       using G = value_t<E>;
       // As R::rev: the local's old value back, its adjoint taken.

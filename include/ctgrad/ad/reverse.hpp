@@ -226,6 +226,9 @@ struct reverse {
   }
   static constexpr bool needed(int slot) { return AN::needed[slot]; }
   static constexpr bool active_slot(int slot) { return AN::active[slot]; }
+  // Whether the value of the assignment at Site is read (AN::assignment_read):
+  // one nothing reads passes no adjoint on.
+  static constexpr bool assignment_read(int site) { return AN::assignment_read(site); }
 
   // ---- recording ------------------------------------------------------------------------------
   // Whether node N's operands' records are built in place inside its own
@@ -1049,7 +1052,8 @@ struct reverse {
       if constexpr (std::is_same_v<L, node<op::local<slot, T>>>) {
         T const g = a;
         a = zero<T>();
-        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        if constexpr (active<E> && assignment_read(Site))
+          backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       } else {
         auto const& lhs = kid<0>(n);
         auto const g = update_coefficient<L>(a, [&](T& m) {
@@ -1089,7 +1093,7 @@ struct reverse {
       using T = std::remove_cvref_t<decltype(a)>;
       T const g = a;
       a = zero<T>();
-      if constexpr (active<E>) backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
+      if constexpr (active<E> && AN::init_read(Slot)) backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
     }
   }
 
