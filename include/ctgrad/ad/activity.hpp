@@ -320,8 +320,8 @@ struct body_analysis {
   // that zero through its operation gives 0 * partial: NaN where the
   // partial is infinite (sqrt at 0) or the value is NaN, in a gradient that
   // does not depend on the value at all. The reverse pass skips those
-  // assignments (and let-inits): the locals live after each of them, by a
-  // backward walk in which a loop's body is walked to a fixed point.
+  // assignments (and let-inits): the locals live after each of them, by one
+  // backward walk.
   struct liveness {
     slot_set<N> seen_sites, live_sites;  // whole assignments, by site
     slot_set<N> seen_inits, live_inits;  // let-inits, by slot
@@ -370,15 +370,18 @@ struct body_analysis {
           either(live_before<detail::tuple_element_t<1, kids>>(after, out),
                  live_before<detail::tuple_element_t<2, kids>>(after, out)));
     } else if constexpr (is_loop_op<Op> || is_while_op<Op>) {
-      // Before an iteration: live after the loop (it may run no more), or
-      // live before the body (it may run again).
+      // After the body comes the next iteration or the loop's end. Instead
+      // of a fixed point (which walks the body again per round, and per
+      // round of every loop around it), the body is walked once with every
+      // local it assigns or declares taken as live after it: more than the
+      // fixed point's set for those (so no assignment is found dead that
+      // the next iteration reads), the same for the others, which the body
+      // cannot kill, so that their reads come out before it as they would.
       using Body = detail::tuple_element_t<sizeof...(K) - 1, kids>;
-      slot_set<N> head = after;
-      for (int iter = 0; iter <= N + 1; ++iter) {
-        slot_set<N> const next = either(after, live_before<Body>(head, out));
-        if (next == head) break;
-        head = next;
-      }
+      slot_set<N> assigned{}, declared{};
+      assigned_declared<Body>(assigned, declared);
+      slot_set<N> const around = either(after, either(assigned, declared));
+      slot_set<N> head = either(around, live_before<Body>(around, out));
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         ((head = with_reads<detail::tuple_element_t<Is, kids>>(head)), ...);
       }(std::make_index_sequence<sizeof...(K) - 1>{});
