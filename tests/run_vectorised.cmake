@@ -1,4 +1,5 @@
-# Builds the vectorised tests (tests/CMakeLists.txt) with another compiler of
+# Builds the vectorised tests (tests/CMakeLists.txt), and the blocks longer
+# than clang's fold expressions (tests/unit/long_blocks.cpp), with another compiler of
 # CTGRAD_DIAGNOSTIC_COMPILERS, as a release build would (-O3, index checks
 # off, warnings as errors), and runs them: each compiler's loop hints
 # (config.hpp, CTG_INDEPENDENT_ITERATIONS) must compile without a warning
@@ -14,7 +15,7 @@ foreach(d IN LISTS INCLUDES)
 endforeach()
 set(sources ${SOURCE_DIR}/tests/unit/main.cpp ${SOURCE_DIR}/tests/unit/stencil_gather.cpp
             ${SOURCE_DIR}/tests/unit/forward_basics.cpp ${SOURCE_DIR}/tests/vectorised/vector_math.cpp
-            ${SOURCE_DIR}/tests/vectorised/vector_math_scalar.cpp)
+            ${SOURCE_DIR}/tests/vectorised/vector_math_scalar.cpp ${SOURCE_DIR}/tests/unit/long_blocks.cpp)
 execute_process(COMMAND ${COMPILER} ${flags} ${includes} ${sources} -o ${OUTPUT} RESULT_VARIABLE built
                 OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(NOT built EQUAL 0)

@@ -613,8 +613,8 @@ struct owns_slots<Axes, detail::type_list<First, Rest...>> {
       // values at launch).
       return false;
     else
-      return (std::is_same_v<E, detail::tuple_element_t<std::size_t(P), typename access_indices<Rest>::type>> &&
-              ...);
+      return detail::all_of(
+          {std::is_same_v<E, detail::tuple_element_t<std::size_t(P), typename access_indices<Rest>::type>>...});
   }
   template <int Axis>
   static constexpr bool axis_owned() {
@@ -652,7 +652,7 @@ struct banded_slots<Axes, detail::type_list<First, Rest...>> {
   }
   template <int P, int Axis>
   static constexpr bool shift_in_all() {
-    return shift_at<First, P, Axis>() && (shift_at<Rest, P, Axis>() && ...);
+    return shift_at<First, P, Axis>() && detail::all_of({shift_at<Rest, P, Axis>()...});
   }
   template <int Axis>
   static constexpr int position_of() {

@@ -50,7 +50,7 @@ struct adjoint_storage<detail::tuple<T...>> {
 template <class... T>
 CTG_HOST_DEVICE void zero_all(detail::tuple<T...>& t) {
   [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    ((detail::get<Is>(t) = zero<T>()), ...);
+    detail::in_order{((detail::get<Is>(t) = zero<T>()), 0)...};
   }(std::index_sequence_for<T...>{});
 }
 

@@ -395,8 +395,8 @@ struct kernel_checks {
   struct written_in;
   template <class... E>
   struct written_in<detail::type_list<E...>> {
-    static constexpr unsigned long long mask =
-        ((E::kind != access_kind::load ? param_bit(E::access::op_type::param) : 0ull) | ... | 0ull);
+    static constexpr unsigned long long mask = detail::or_all<unsigned long long>(
+        {(E::kind != access_kind::load ? param_bit(E::access::op_type::param) : 0ull)...});
   };
   static constexpr unsigned long long written_params = [] {
     return [&]<std::size_t... Ks>(std::index_sequence<Ks...>) {
@@ -792,11 +792,10 @@ struct kernel_checks {
   struct needed_in;
   template <class... E>
   struct needed_in<detail::type_list<E...>> {
-    static constexpr unsigned long long mask =
-        (((E::kind == access_kind::load && E::needed && E::access::op_type::which == buffer::primal)
+    static constexpr unsigned long long mask = detail::or_all<unsigned long long>(
+        {((E::kind == access_kind::load && E::needed && E::access::op_type::which == buffer::primal)
               ? param_bit(E::access::op_type::param)
-              : 0ull) |
-         ... | 0ull);
+              : 0ull)...});
   };
   // The bounds of a parallel offload's loop are evaluated again by its adjoint.
   template <std::size_t K>

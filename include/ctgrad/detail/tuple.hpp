@@ -4,6 +4,7 @@
 // instantiation depth flat.
 #pragma once
 #include <cstddef>
+#include <initializer_list>
 #include <type_traits>
 #include <utility>
 
@@ -26,6 +27,28 @@ template <class... Ts>
 struct tuple : tuple_base<std::index_sequence_for<Ts...>, Ts...> {
   static constexpr std::size_t size = sizeof...(Ts);
 };
+
+// Evaluates the expressions of a pack expansion left to right, as a comma
+// fold does, without being one: clang caps a fold expression at 256 operands
+// (its -fbracket-depth), and a kernel's frame holds a slot per local and per
+// assignment, a block a statement per line. Written
+// `detail::in_order{(expr, 0)...};`.
+struct in_order {
+  template <class... T>
+  CTG_HOST_DEVICE constexpr in_order(T const&...) noexcept {}
+};
+// The same for folds of values: or_all<T>({v...}), all_of({b...}).
+template <class T>
+CTG_HOST_DEVICE constexpr T or_all(std::initializer_list<T> values) {
+  T r{};
+  for (T const v : values) r |= v;
+  return r;
+}
+CTG_HOST_DEVICE constexpr bool all_of(std::initializer_list<bool> values) {
+  for (bool const v : values)
+    if (!v) return false;
+  return true;
+}
 
 template <std::size_t I, class T>
 CTG_HOST_DEVICE constexpr T& get(tuple_leaf<I, T>& leaf) noexcept {

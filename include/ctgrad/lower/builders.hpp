@@ -265,12 +265,46 @@ template <class... A>
 }
 
 // Statements in order.
-template <ir::dsl_statement... S>
+//
+// A block of more than detail::block_chunk statements is built as blocks of
+// at most that many, in order, inside one: the same program. clang limits a
+// fold expression to 256 operands (its -fbracket-depth), and the walks over
+// a block's statements, here and in every pass, are folds. (Hence also the
+// check of the statements: not a constrained pack, whose constraint is such
+// a fold.)
+namespace detail {
+inline constexpr std::size_t block_chunk = 128;
+template <class... S>
+inline constexpr bool all_statements_v = all_of({ir::dsl_statement<S>...});
+template <std::size_t Chunk, class... S>
+constexpr auto block_chunk_of(tuple<S const&...> const& all);
+}  // namespace detail
+
+template <class... S>
+  requires detail::all_statements_v<S...>
 constexpr auto block(S const&... s) {
-  (ir::note_taken(s), ...);
-  ir::note_built({ir::statement_kind::block});
-  return ir::node<ir::op::block, S...>{{}, {{{s}...}}};
+  if constexpr (sizeof...(S) <= detail::block_chunk) {
+    (ir::note_taken(s), ...);
+    ir::note_built({ir::statement_kind::block});
+    return ir::node<ir::op::block, S...>{{}, {{{s}...}}};
+  } else {
+    detail::tuple<S const&...> const all{{{s}...}};
+    return [&]<std::size_t... Chunks>(std::index_sequence<Chunks...>) {
+      return block(detail::block_chunk_of<Chunks>(all)...);
+    }(std::make_index_sequence<(sizeof...(S) + detail::block_chunk - 1) / detail::block_chunk>{});
+  }
 }
+
+namespace detail {
+template <std::size_t Chunk, class... S>
+constexpr auto block_chunk_of(tuple<S const&...> const& all) {
+  constexpr std::size_t first = Chunk * block_chunk;
+  constexpr std::size_t count = sizeof...(S) - first < block_chunk ? sizeof...(S) - first : block_chunk;
+  return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return ctg::block(get<first + Is>(all)...);
+  }(std::make_index_sequence<count>{});
+}
+}  // namespace detail
 
 // The value a let-block yields (its last statement).
 template <ir::dsl_operand E>

@@ -1,0 +1,55 @@
+// Blocks longer than a fold expression may be in clang (256 operands, its
+// -fbracket-depth): ctg::block builds more than 128 statements as blocks of
+// at most 128 inside one, and the passes over a frame's slots expand their
+// packs without folds. Built by the other compilers too
+// (tests/run_vectorised.cmake). Expected values: the same recurrence in
+// plain C++, with its derivative carried alongside (a hand-written tangent).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <ctgrad/ctgrad.hpp>
+#include <utility>
+#include <vector>
+
+using doctest::Approx;
+
+namespace {
+
+constexpr int statements = 260;
+
+constexpr double coefficient(std::size_t k) { return 1.0 - 0.002 * double(k % 5); }
+
+// v = v * c_k + sin(x[i]), once per k: one assignment per statement.
+template <std::size_t... Ks, class V, class X, class I>
+auto recurrence(V v, X x, I i, std::index_sequence<Ks...>) {
+  return ctg::block((v = v * coefficient(Ks) + ctg::sin(x[i]))...);
+}
+
+}  // namespace
+
+TEST_CASE("a block of 260 statements: values and gradients") {
+  static constexpr int n = 5;
+  std::vector<double> const xv{-1.3, -0.2, 0.0, 0.7, 2.1};
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  x.copy_from(xv);
+  auto k = ctg::kernel<"long_block">([](auto x, auto y) {
+    return ctg::range(n, [=](auto i) {
+      return ctg::let(x[i], [=](auto v) {
+        return ctg::block(recurrence(v, x, i, std::make_index_sequence<statements>{}), y[i] = v);
+      });
+    });
+  });
+  k(x, y);
+  y.grad().fill(1.0);
+  k.grad(x, y);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double v = xv[i], dv = 1.0;
+    for (int s = 0; s < statements; ++s) {
+      v = v * coefficient(std::size_t(s)) + std::sin(xv[i]);
+      dv = dv * coefficient(std::size_t(s)) + std::cos(xv[i]);
+    }
+    CHECK(y.at(i) == Approx(v).epsilon(1e-12));
+    CHECK(x.grad().at(i) == Approx(dv).epsilon(1e-12));
+  }
+}
