@@ -367,7 +367,7 @@ class kernel_t {
   template <int Position, class... A>
   using offload_name = ir::keyed_offload<offload_key<Position, A...>>;
   // The IR for arguments of types A under a short name, for the checks
-  // (check::kernel_checks).
+  // (check::kernel_checks) and the choice of one sweep (ad/fusion.hpp).
   template <class... A>
   struct ir_key {
     using offloads = decltype(built<A...>::type::offloads);

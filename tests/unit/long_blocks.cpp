@@ -53,3 +53,42 @@ TEST_CASE("a block of 260 statements: values and gradients") {
     CHECK(x.grad().at(i) == Approx(dv).epsilon(1e-12));
   }
 }
+
+namespace {
+
+// v = sin(v) + x[i], once per k: the adjoint reads v, so a loop around the
+// chain carries it on the adstack (a snapshot over all of the frame's slots).
+template <std::size_t... Ks, class V, class X, class I>
+auto sine_chain(V v, X x, I i, std::index_sequence<Ks...>) {
+  return ctg::block(((void)Ks, v = ctg::sin(v) + x[i])...);
+}
+
+}  // namespace
+
+TEST_CASE("a loop around 260 statements carries its locals on the adstack") {
+  static constexpr int n = 3;
+  std::vector<double> const xv{-0.6, 0.1, 0.9};
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  x.copy_from(xv);
+  auto k = ctg::kernel<"long_loop_body">([](auto x, auto y) {
+    return ctg::range(n, [=](auto i) {
+      return ctg::let(x[i], [=](auto v) {
+        return ctg::block(ctg::range(2, [=](auto) { return sine_chain(v, x, i, std::make_index_sequence<statements>{}); }),
+                          y[i] = v);
+      });
+    });
+  });
+  k(x, y);
+  y.grad().fill(1.0);
+  k.grad(x, y);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double v = xv[i], dv = 1.0;
+    for (int s = 0; s < 2 * statements; ++s) {
+      dv = std::cos(v) * dv + 1.0;
+      v = std::sin(v) + xv[i];
+    }
+    CHECK(y.at(i) == Approx(v).epsilon(1e-12));
+    CHECK(x.grad().at(i) == Approx(dv).epsilon(1e-10));
+  }
+}

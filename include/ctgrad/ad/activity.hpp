@@ -331,7 +331,8 @@ struct body_analysis {
     return a;
   }
   // after plus the locals expression E reads (mark_expr with every value
-  // needed: the walk the needed values already instantiate for E).
+  // needed: the needed values' walk, instantiated for E already unless E is
+  // written into a field without a gradient).
   template <class E>
   static constexpr slot_set<N> with_reads(slot_set<N> after) {
     mark_expr<E>(true, after);

@@ -667,7 +667,7 @@ struct reverse {
     constexpr auto set = carried<Body>;
     if constexpr (!set.empty()) {
       [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
-        ((set[int(Ss)] ? f.stack.push(detail::get<Ss>(f.locals), Site) : void()), ...);
+        detail::in_order{((set[int(Ss)] ? f.stack.push(detail::get<Ss>(f.locals), Site) : void()), 0)...};
       }(std::make_index_sequence<std::size_t(set.size)>{});
     }
   }
@@ -678,7 +678,7 @@ struct reverse {
       constexpr std::size_t n = std::size_t(set.size);
       [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
         // Reverse order of the pushes.
-        ((set[int(n - 1 - Ss)] ? f.stack.pop(detail::get<n - 1 - Ss>(f.locals)) : void()), ...);
+        detail::in_order{((set[int(n - 1 - Ss)] ? f.stack.pop(detail::get<n - 1 - Ss>(f.locals)) : void()), 0)...};
       }(std::make_index_sequence<n>{});
     }
   }

@@ -111,7 +111,9 @@ struct capacity_walk {
     constexpr auto carried = Reverse::template carried<Body>;
     using locals = Locals;
     return [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
-      return ((carried[int(Ss)] ? 4 * stack_words<detail::tuple_element_t<Ss, locals>> : 0LL) + ... + 0LL);
+      long long bytes = 0;
+      detail::in_order{(bytes += carried[int(Ss)] ? 4 * stack_words<detail::tuple_element_t<Ss, locals>> : 0LL)...};
+      return bytes;
     }(std::make_index_sequence<std::size_t(carried.size)>{});
   }
   template <class E>

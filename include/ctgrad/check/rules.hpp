@@ -333,8 +333,9 @@ struct to_tuple<detail::type_list<E...>> {
 // of its offloads, Key::offload<K> the name a launch gives offload K
 // (ir::keyed_offload). The checks name the offloads' bodies as the launch
 // does, so the analyses they read are the ones the adjoint is built from
-// (one instantiation for both), and no member's name spells the IR
-// (docs/05, *Names nobody emits*).
+// (one instantiation for both), and the members instantiated per event or
+// per node do not spell the IR in their names (docs/05, *Names nobody
+// emits*).
 template <class Args, class Key, int Slots>
 struct kernel_checks {
   using offloads_t = typename Key::offloads;
