@@ -111,9 +111,8 @@ struct capacity_walk {
     constexpr auto carried = Reverse::template carried<Body>;
     using locals = Locals;
     return [&]<std::size_t... Ss>(std::index_sequence<Ss...>) {
-      long long bytes = 0;
-      detail::in_order{(bytes += carried[int(Ss)] ? 4 * stack_words<detail::tuple_element_t<Ss, locals>> : 0LL)...};
-      return bytes;
+      return detail::sum_all<long long>(
+          {(carried[int(Ss)] ? 4 * stack_words<detail::tuple_element_t<Ss, locals>> : 0LL)...});
     }(std::make_index_sequence<std::size_t(carried.size)>{});
   }
   template <class E>

@@ -37,11 +37,18 @@ struct in_order {
   template <class... T>
   CTG_HOST_DEVICE constexpr in_order(T const&...) noexcept {}
 };
-// The same for folds of values: or_all<T>({v...}), all_of({b...}).
+// The same for folds of values: or_all<T>({v...}), sum_all<T>({v...}),
+// all_of({b...}).
 template <class T>
 CTG_HOST_DEVICE constexpr T or_all(std::initializer_list<T> values) {
   T r{};
   for (T const v : values) r |= v;
+  return r;
+}
+template <class T>
+CTG_HOST_DEVICE constexpr T sum_all(std::initializer_list<T> values) {
+  T r{};
+  for (T const v : values) r += v;
   return r;
 }
 CTG_HOST_DEVICE constexpr bool all_of(std::initializer_list<bool> values) {
