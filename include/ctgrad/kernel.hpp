@@ -417,7 +417,7 @@ class kernel_t {
         return (says(static_cast<typename Pass::template plan<typename checks::args_t, offload_name<Is, A...>,
                                                               checks::kir_t::slots>*>(nullptr)) ||
                 ...);
-      }(std::make_integer_sequence<int, int(checks::offloads_t::size)>{});
+      }(std::make_integer_sequence<int, int(ir_key<A...>::offloads::size)>{});
     }
   }
 
@@ -425,7 +425,6 @@ class kernel_t {
   struct reverse_checks {
     using kir_t = typename built<A...>::type;
     using args_t = decltype(bind(std::index_sequence_for<A...>{}, std::declval<A const&>()...));
-    using offloads_t = decltype(kir_t::offloads);
     using rules = check::kernel_checks<args_t, ir_key<A...>, kir_t::slots>;
 
     // The IR built in a constant expression: possible when the lambda

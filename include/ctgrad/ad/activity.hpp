@@ -43,6 +43,11 @@ struct slot_set {
     for (int k = 0; k < N; ++k) r.bit[k] = bit[k] && o.bit[k];
     return r;
   }
+  constexpr slot_set operator|(slot_set const& o) const {
+    slot_set r;
+    for (int k = 0; k < N; ++k) r.bit[k] = bit[k] || o.bit[k];
+    return r;
+  }
   constexpr slot_set minus(slot_set const& o) const {
     slot_set r;
     for (int k = 0; k < N; ++k) r.bit[k] = bit[k] && !o.bit[k];
@@ -137,7 +142,9 @@ struct let_slots<op::let<S...>> {
 // writes (reverse_plan), so every value a store or an accumulation writes,
 // and where, is needed.
 //
-// RootName names the body (ir::named_t): a class template's arguments are
+// RootName names the body (ir::named_t): launches and checks reach it under
+// the same name, a plan's ir::body_name_t, so its tables are computed once.
+// A name, not the body's type, because a class template's arguments are
 // spelled in the name of each of its members, and the per-node members here
 // are instantiated once per node, each with an assembler name that g++
 // computes although they run in constant evaluation only and are never
@@ -326,10 +333,6 @@ struct body_analysis {
     slot_set<N> seen_sites, live_sites;  // whole assignments, by site
     slot_set<N> seen_inits, live_inits;  // let-inits, by slot
   };
-  static constexpr slot_set<N> either(slot_set<N> a, slot_set<N> const& b) {
-    for (int k = 0; k < N; ++k) a.bit[k] = a.bit[k] || b.bit[k];
-    return a;
-  }
   // after plus the locals expression E reads (mark_expr with every value
   // needed: the needed values' walk, instantiated for E already unless E is
   // written into a field without a gradient).
@@ -367,9 +370,8 @@ struct body_analysis {
     } else if constexpr (is_func_scope_op<Op>) {
       return live_before<detail::tuple_element_t<0, kids>>(after, out);
     } else if constexpr (is_if_op<Op>) {
-      return with_reads<detail::tuple_element_t<0, kids>>(
-          either(live_before<detail::tuple_element_t<1, kids>>(after, out),
-                 live_before<detail::tuple_element_t<2, kids>>(after, out)));
+      return with_reads<detail::tuple_element_t<0, kids>>(live_before<detail::tuple_element_t<1, kids>>(after, out) |
+                                                          live_before<detail::tuple_element_t<2, kids>>(after, out));
     } else if constexpr (is_loop_op<Op> || is_while_op<Op>) {
       // After the body comes the next iteration or the loop's end. Instead
       // of a fixed point (which walks the body again per round, and per
@@ -381,8 +383,8 @@ struct body_analysis {
       using Body = detail::tuple_element_t<sizeof...(K) - 1, kids>;
       slot_set<N> assigned{}, declared{};
       assigned_declared<Body>(assigned, declared);
-      slot_set<N> const around = either(after, either(assigned, declared));
-      slot_set<N> head = either(around, live_before<Body>(around, out));
+      slot_set<N> const around = after | assigned | declared;
+      slot_set<N> head = around | live_before<Body>(around, out);
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         ((head = with_reads<detail::tuple_element_t<Is, kids>>(head)), ...);
       }(std::make_index_sequence<sizeof...(K) - 1>{});
@@ -445,12 +447,6 @@ struct body_analysis {
     return assigned.minus(declared) & needed;
   }
 };
-
-// The analysis under the name a plan gives the body (ir::body_name_t): a
-// short name for the adjoint's per-node functions. Launches and checks reach
-// a body under the same name, its key, so its tables are computed once.
-template <class RootName, int N, bool WithPrimal = false>
-struct offload_analysis : body_analysis<RootName, N, WithPrimal> {};
 
 // ---- plain or atomic gradient accumulation ---------------------------------------------------
 // An index expression `i + c` or `c + i` or `i - c`, with i the offload loop's

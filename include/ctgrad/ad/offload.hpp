@@ -129,7 +129,7 @@ struct reverse_plan {
   using parts = ir::offload_traits<Offload>;
   using body = typename parts::body;
   using body_name = ir::body_name_t<Offload>;
-  using analysis = offload_analysis<body_name, Slots, WithPrimal>;
+  using analysis = body_analysis<body_name, Slots, WithPrimal>;
   using policy = slot_ownership<body_name, parts::axes, parts::parallel>;
   using ownership = policy;
   static constexpr bool banded = policy::template any_banded<int(Args::size)>;

@@ -348,7 +348,7 @@ struct kernel_checks {
   template <std::size_t K>
   using view = offload_view<offload_t<K>>;
   template <std::size_t K>
-  using analysis = ad::offload_analysis<ir::body_name_t<named_offload_t<K>>, Slots>;
+  using analysis = ad::body_analysis<ir::body_name_t<named_offload_t<K>>, Slots>;
   template <std::size_t K>
   using events = events_t<analysis<K>, typename view<K>::body>;
 
