@@ -35,6 +35,17 @@
 #include "memory/copy_cache.hpp"
 #include "memory/space.hpp"
 
+// k.grad without a tape compares the fields its adjoint reads with what the
+// forward launch left, and element writes through at(), map() or flat()
+// cannot be told from reads without a copy of the field: with this on, the
+// first such access after a forward launch whose adjoint reads the field
+// copies it, and the next launch or k.grad compares (docs/02, *Versions*).
+// It costs a copy and a comparison of the field per touch after a launch;
+// on with the index checks (CTG_BOUNDS_CHECK).
+#if !defined(CTG_HOST_WRITE_CHECKS)
+#  define CTG_HOST_WRITE_CHECKS CTG_BOUNDS_CHECK
+#endif
+
 // Checks that cost a look-up per launch on views of user memory (a view
 // outliving its memory): on unless NDEBUG, like CTG_BOUNDS_CHECK.
 #if !defined(CTG_VIEW_CHECKS)
@@ -255,9 +266,10 @@ inline std::uint64_t next_write_stamp() {
 //
 // at() on a non-const handle may be a read or a write: it only marks the
 // buffer touched. The next launch or tape operation settles the touch: when a
-// live tape needs the current values, a copy taken at the first touch tells
-// whether the contents really changed; otherwise the touch counts as a
-// write.
+// live tape or a forward launch's adjoint needs the current values, a copy
+// taken at the first touch tells whether the contents really changed (and
+// which rows, for k.grad's check); otherwise the touch counts as a write of
+// the version only.
 struct buffer_state {
   static constexpr std::uint64_t none = ~std::uint64_t(0);
   static constexpr std::int64_t max_tracked_rows = 1 << 16;
@@ -266,6 +278,9 @@ struct buffer_state {
   std::vector<std::uint64_t> row_stamps;
   std::uint64_t latest_row_stamp = 0;
   std::uint64_t watched = none;  // a version some live tape needs
+  // A version a forward launch left whose values its adjoint reads, for k.grad
+  // without a tape (CTG_HOST_WRITE_CHECKS).
+  std::uint64_t forward_watched = none;
   // The version the last launch to write the buffer left, its write stamp,
   // and the tape recording on the thread that launched it (none: null). A
   // tape that reads a version some other launch wrote while it recorded
@@ -274,6 +289,7 @@ struct buffer_state {
   std::uint64_t launch_stamp = 0;
   void const* launch_recorder = nullptr;
   bool touched = false;
+  std::int64_t touched_rows = 0;
   std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
 };
 
@@ -547,11 +563,15 @@ struct field_storage {
     }
     return false;
   }
-  CTG_NOINLINE void touch(int which) {
+  // `rows`: the extent of the first axis of the handle that touched it (0 for
+  // rank 0), by which a snapshot that differs is compared.
+  CTG_NOINLINE void touch(int which, std::int64_t rows) {
     buffer_state& b = state[which];
     if (b.touched) return;
     b.touched = true;
-    if (b.watched == b.version && space == memory_space::host) gather(which, b.snapshot);
+    b.touched_rows = rows;
+    bool const needed = b.watched == b.version || (CTG_HOST_WRITE_CHECKS && b.forward_watched == b.version);
+    if (needed && space == memory_space::host) gather(which, b.snapshot);
   }
   // The host buffer's elements, packed.
   void gather(int which, std::vector<unsigned char>& out) const {
@@ -565,23 +585,52 @@ struct field_storage {
     packed_layout.pack();
     copy_elements(out.data(), packed_layout, p, layout, memory_space::host, name);
   }
-  // Turns a touch into a write, unless a snapshot shows nothing changed.
+  // Turns a touch into a write, unless a snapshot shows nothing changed. A
+  // snapshot that differs also stamps the rows that differ (all of them past
+  // max_tracked_rows), as a launch writing them would, so that k.grad sees
+  // the host's write among the launches'.
   CTG_NOINLINE void settle(int which) {
     buffer_state& b = state[which];
     if (!b.touched) return;
-    bool unchanged = b.snapshot.size() == bytes;
-    if (unchanged && bytes != 0) {
-      if (strided_buffer(which)) {
-        std::vector<unsigned char> now;
-        gather(which, now);
-        unchanged = std::memcmp(b.snapshot.data(), now.data(), bytes) == 0;
-      } else {
-        unchanged = std::memcmp(b.snapshot.data(), buffer(which), bytes) == 0;
-      }
-    }
     b.touched = false;
-    b.snapshot.clear();
-    if (!unchanged && bytes != 0) ++b.version;
+    if (bytes == 0) return;
+    if (b.snapshot.size() != bytes) {  // nothing to compare: a write of the version only
+      b.snapshot.clear();
+      ++b.version;
+      return;
+    }
+    std::vector<unsigned char> gathered;
+    unsigned char const* now = static_cast<unsigned char const*>(buffer(which));
+    if (strided_buffer(which)) {
+      gather(which, gathered);
+      now = gathered.data();
+    }
+    if (std::memcmp(b.snapshot.data(), now, bytes) != 0) {
+      ++b.version;
+      stamp_changed_rows(b, now);
+    }
+    b.snapshot.clear();  // keeps its memory for the next touch
+  }
+  void stamp_changed_rows(buffer_state& b, unsigned char const* now) const {
+    std::int64_t const rows = b.touched_rows;
+    if (rows <= 0 || rows > buffer_state::max_tracked_rows || bytes % std::size_t(rows) != 0) {
+      b.bulk_stamp = next_write_stamp();
+      return;
+    }
+    if (b.row_stamps.size() != std::size_t(rows)) b.row_stamps.assign(std::size_t(rows), 0);
+    std::uint64_t const stamp = next_write_stamp();
+    std::size_t const row_bytes = bytes / std::size_t(rows);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::size_t const at = std::size_t(r) * row_bytes;
+      if (std::memcmp(b.snapshot.data() + at, now + at, row_bytes) != 0) b.row_stamps[std::size_t(r)] = stamp;
+    }
+    b.latest_row_stamp = stamp;
+  }
+  // The current values are those the adjoint of the forward launch just run
+  // reads (k.grad without a tape): a touch from now on is compared.
+  void watch_for_adjoint(int which) {
+    settle(which);
+    state[which].forward_watched = state[which].version;
   }
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.
@@ -866,7 +915,7 @@ class field : detail::field_ownership {
     requires(sizeof...(I) == Rank)
   T& at(I... idx) {
     T& e = element(idx...);
-    owner_->touch(which_);
+    owner_->touch(which_, first_extent());
     return e;
   }
   template <std::integral... I>
@@ -885,6 +934,17 @@ class field : detail::field_ownership {
   // copy can tell); called before versions are compared.
   void settle() const {
     if (owner_) owner_->settle(which_);
+  }
+  std::int64_t first_extent() const {
+    if constexpr (Rank == 0)
+      return 0;
+    else
+      return shape_[0];
+  }
+  // The forward launch just run left the values its adjoint reads (see
+  // CTG_HOST_WRITE_CHECKS).
+  void watch_for_adjoint() const {
+    if (owner_) owner_->watch_for_adjoint(which_);
   }
   std::uint64_t version() const {
     settle();
@@ -1044,7 +1104,7 @@ class field : detail::field_ownership {
     static_assert(!is_strided, "map() views packed fields; a ctg::strided field is read with to_vector() or at()");
     require_host("map()");
     static_assert(std::is_arithmetic_v<T>, "map() views scalar fields; use flat() per coefficient");
-    if (owner_) owner_->touch(which_);
+    if (owner_) owner_->touch(which_, first_extent());
     if constexpr (Rank == 0)
       return Eigen::Map<Eigen::Matrix<T, 1, 1>>(data_);
     else if constexpr (Rank == 1)
@@ -1059,7 +1119,7 @@ class field : detail::field_ownership {
   auto flat() const {
     static_assert(!is_strided, "flat() views packed fields; a ctg::strided field is read with to_vector() or at()");
     require_host("flat()");
-    if (owner_) owner_->touch(which_);  // writable: see map()
+    if (owner_) owner_->touch(which_, first_extent());  // writable: see map()
     using S = scalar_of_t<T>;
     return Eigen::Map<Eigen::Matrix<S, Eigen::Dynamic, 1>>(reinterpret_cast<S*>(data_),
                                                            Eigen::Index(size()) * coefficients_v<T>);

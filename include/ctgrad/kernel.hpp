@@ -686,23 +686,28 @@ class kernel_t {
   }
 
   // ---- k.grad called alone: the fields its adjoint reads are those the
-  // forward launch left (compared by launches and whole-field host writes;
-  // element writes through at() are detected on a tape).
+  // forward launch left (compared by launches, whole-field host writes and,
+  // with CTG_HOST_WRITE_CHECKS, element writes through at(), map(), flat()).
   // Every kernel's own records (detail/forward_records.hpp).
   static detail::forward_records& records() {
     static detail::forward_records r;
     return r;
   }
-  template <class... A>
-  static detail::buffer_list needed_buffers(unsigned long long needed, A const&... args) {
-    detail::buffer_list out;
+  // Calls f on each field argument whose values the adjoint reads.
+  template <class Each, class... A>
+  static void for_needed_fields(unsigned long long needed, Each&& f, A const&... args) {
     int i = 0;
     auto one = [&](auto const& a) {
       if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((needed & ir::param_bit(i)) != 0) out.push(a.storage_id());
+        if ((needed & ir::param_bit(i)) != 0) f(a);
       ++i;
     };
     (one(args), ...);
+  }
+  template <class... A>
+  static detail::buffer_list needed_buffers(unsigned long long needed, A const&... args) {
+    detail::buffer_list out;
+    for_needed_fields(needed, [&](auto const& a) { out.push(a.storage_id()); }, args...);
     return out;
   }
   // FNV-1a over the bytes of the arithmetic and enumeration arguments (the
@@ -725,20 +730,22 @@ class kernel_t {
   template <class... A>
   static void remember_forward(unsigned long long needed, A const&... args) {
     if (needed == 0) return;
+    if constexpr (CTG_HOST_WRITE_CHECKS) for_needed_fields(needed, [](auto const& a) { a.watch_for_adjoint(); }, args...);
     auto now = needed_buffers(needed, args...);
     std::uint64_t const numbers = numbers_of(args...);
     std::uint64_t const stamp = detail::next_write_stamp();  // after the launch's own writes
     records().remember(std::move(now), numbers, stamp);
   }
-  // Throws CTG-TAPE-003 when a launch or a whole-field host operation wrote
-  // rows the adjoint reads (at this call's arguments) after the last forward
-  // launch on the same buffers: launches that wrote other rows (the next
-  // steps of a field indexed by the time step) do not count.
+  // Throws CTG-TAPE-003 when a launch or a host write wrote rows the adjoint
+  // reads (at this call's arguments) after the last forward launch on the
+  // same buffers: launches that wrote other rows (the next steps of a field
+  // indexed by the time step) do not count.
   template <class... A>
   void check_unchanged_since_forward(unsigned long long needed, A const&... args) const {
     if (needed == 0) return;
     std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
     if (!stamp) return;
+    if constexpr (CTG_HOST_WRITE_CHECKS) for_needed_fields(needed, [](auto const& a) { a.settle(); }, args...);
     auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
     int i = 0, changed = -1;
     auto one = [&](auto const& a) {

@@ -445,6 +445,90 @@ TEST_CASE("k.grad alone: a later launch of the same kernel at another step overw
   CHECK(v.grad().at(0, 0) == Approx(4.0 * 1.5 * 1.5 * 1.5));
 }
 
+#if CTG_HOST_WRITE_CHECKS
+TEST_CASE("k.grad alone: elements the host wrote since the forward launch, through at() and map()") {
+  // y = x * c: the adjoint reads c (x.grad = c * y.grad), and c is written
+  // between the forward launch and k.grad.
+  vec_t x({3}, {.name = "x"}), y({3}, {.name = "y"});
+  ctg::field<double, 1> c({3}, {.name = "c"});
+  constexpr auto scale = ctg::kernel<"scale_by">([](auto x, auto c, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * c[i]; });
+  });
+  for (int i = 0; i < 3; ++i) {
+    x.at(i) = 0.5 + i;
+    c.at(i) = 1.5 - i;
+  }
+  scale(x, c, y);
+  y.grad().fill(1.0);
+  c.at(1) = 7.0;
+  CHECK_THROWS_WITH_AS(scale.grad(x, c, y), doctest::Contains("field 'c'"), ctg::autodiff_error);
+
+  // Read through a non-const at(), or written back unchanged: the gradient is c.
+  scale(x, c, y);
+  double sum = 0;
+  for (int i = 0; i < 3; ++i) sum += c.at(i);
+  c.at(2) = c.at(2);
+  CHECK(sum == Approx(1.5 + 7.0 - 0.5));
+  x.zero_grad();
+  CHECK_NOTHROW(scale.grad(x, c, y));
+  CHECK(x.grad().at(0) == Approx(1.5));
+  CHECK(x.grad().at(1) == Approx(7.0));
+  CHECK(x.grad().at(2) == Approx(-0.5));
+
+  // Written, then launched forward again: k.grad compares with that launch.
+  c.at(0) = -2.0;
+  scale(x, c, y);
+  y.grad().fill(1.0);  // the adjoint of y's store used up its gradient
+  x.zero_grad();
+  CHECK_NOTHROW(scale.grad(x, c, y));
+  CHECK(x.grad().at(0) == Approx(-2.0));
+
+  // Through the Eigen view.
+  c.map()(2) += 1.0;
+  CHECK_THROWS_WITH_AS(scale.grad(x, c, y), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
+}
+
+TEST_CASE("k.grad alone: an index field the host wrote since the forward launch") {
+  // y = u[r]^2 with r read from a field: the adjoint would send the gradient
+  // to u[r] at the new r.
+  vec_t u({4}, {.name = "u"});
+  scal_t y({.name = "y"});
+  ctg::field<int, 0> r({.name = "r"});
+  constexpr auto pick = ctg::kernel<"pick_square">([](auto u, auto r, auto y) { return y() = u[r()] * u[r()]; });
+  for (int i = 0; i < 4; ++i) u.at(i) = 1.0 + i;
+  r.at() = 1;
+  pick(u, r, y);
+  y.grad().at() = 1.0;
+  r.at() = 3;
+  CHECK_THROWS_WITH_AS(pick.grad(u, r, y), doctest::Contains("field 'r'"), ctg::autodiff_error);
+  pick(u, r, y);  // forward again at the new index
+  CHECK_NOTHROW(pick.grad(u, r, y));
+  CHECK(u.grad().at(1) == 0.0);
+  CHECK(u.grad().at(3) == Approx(2.0 * 4.0));
+}
+
+TEST_CASE("k.grad alone: the host writing rows a field indexed by the step reads later passes") {
+  // step(u, r, w): u(w, i) = u(r, i)^2. Its adjoint at (0, 1) reads row 0;
+  // the host writing row 2 does not change that, writing row 0 does.
+  ctg::field<double, 2, ctg::grad> u({3, 2}, {.name = "u"});
+  constexpr auto step = ctg::kernel<"square_row">([](auto u, int r, int w) {
+    return ctg::range(u.shape(ctg::c<1>), [=](auto i) { return u(w, i) = u(r, i) * u(r, i); });
+  });
+  u.at(0, 0) = 1.5;
+  u.at(0, 1) = -0.5;
+  step(u, 0, 1);
+  u.grad().at(1, 0) = 1.0;
+  u.grad().at(1, 1) = 1.0;
+  u.at(2, 0) = 4.0;
+  CHECK_NOTHROW(step.grad(u, 0, 1));
+  CHECK(u.grad().at(0, 0) == Approx(2.0 * 1.5));
+  CHECK(u.grad().at(0, 1) == Approx(2.0 * -0.5));
+  step(u, 0, 1);
+  u.at(0, 1) = 3.0;
+  CHECK_THROWS_WITH_AS(step.grad(u, 0, 1), doctest::Contains("field 'u'"), ctg::autodiff_error);
+}
+#endif
+
 TEST_CASE("a recorded launch reading what a launch on another thread wrote raises CTG-TAPE-011") {
   scal_t x({.name = "x"}), u({.name = "u"}), w({.name = "w"}), loss({.name = "loss"});
   constexpr auto copy = ctg::kernel<"copy">([](auto a, auto b) { return b() = a(); });
