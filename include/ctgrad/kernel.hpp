@@ -1,6 +1,7 @@
 // ctg::kernel<"name">(lambda): a kernel object. k(args...) runs it forward.
 #pragma once
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -231,7 +232,7 @@ class kernel_t {
       if constexpr (!checks::ok) {
         (void)sizeof(typename first_diagnostic<Name, checks::findings, detail::type_list<A...>>::type);
       } else {
-        check_unchanged_since_forward(checks::findings.needed_params, args...);
+        check_unchanged_since_forward(checks::findings.needed_params, checks::findings.written_params, args...);
         (void)launch<backend::reverse_pass>(args...);
       }
     }
@@ -330,6 +331,7 @@ class kernel_t {
           if constexpr ((detail::has_grad_arg<A> || ...)) detail::raise_forward_mode_on_tape(Name.view());
           entry = begin_without_adjoint(*t, uses, args...);
         }
+        records().note_unrecorded_launch();
         run_forward<backend::tangent_pass>(t, entry, uses, args...);
       }
     }
@@ -739,12 +741,18 @@ class kernel_t {
   // Throws CTG-TAPE-003 when a launch or a host write wrote rows the adjoint
   // reads (at this call's arguments) after the last forward launch on the
   // same buffers: launches that wrote other rows (the next steps of a field
-  // indexed by the time step) do not count.
+  // indexed by the time step) do not count. Throws CTG-TAPE-013 when no
+  // forward launch ran on them and the adjoint reads a field the kernel
+  // writes (`written`), whose values are then whatever the field held.
   template <class... A>
-  void check_unchanged_since_forward(unsigned long long needed, A const&... args) const {
+  void check_unchanged_since_forward(unsigned long long needed, unsigned long long written, A const&... args) const {
     if (needed == 0) return;
     std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
-    if (!stamp) return;
+    if (!stamp) {
+      if (unsigned long long const own = needed & written; own != 0 && records().holds_every_launch())
+        detail::raise_grad_before_forward(Name.view(), std::countr_zero(own), {detail::ref_of(args)...});
+      return;
+    }
     if constexpr (CTG_HOST_WRITE_CHECKS) for_needed_fields(needed, [](auto const& a) { a.settle(); }, args...);
     auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
     int i = 0, changed = -1;

@@ -107,6 +107,14 @@ inline std::string kernel_prefix(std::string_view kernel) { return "kernel '" + 
                        "keeps the values each adjoint needs");
 }
 
+[[noreturn]] inline void raise_grad_before_forward(std::string_view kernel, int which, launch_args args) {
+  throw autodiff_error("CTG-TAPE-013 " + kernel_prefix(kernel) +
+                       ": k.grad before any forward launch of the kernel on these arguments, and the adjoint reads " +
+                       describe_param(which, args) +
+                       ", which the forward launch writes: it would read whatever the field holds. Fix: launch "
+                       "k(args...) first, or call k.value_and_grad(args...), or record the launches on a ctg::tape");
+}
+
 [[noreturn]] inline void raise_forward_only_on_tape(std::string_view kernel) {
   throw autodiff_error("CTG-TAPE-004 " + kernel_prefix(kernel) +
                        " is ctg::forward_only, but was launched on fields with gradients under a "

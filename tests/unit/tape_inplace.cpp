@@ -529,6 +529,36 @@ TEST_CASE("k.grad alone: the host writing rows a field indexed by the step reads
 }
 #endif
 
+TEST_CASE("k.grad before any forward launch: CTG-TAPE-013 when the adjoint reads what the kernel writes") {
+  // z = sin(y) after y = x^2 in one kernel: the adjoint reads y, which only
+  // the forward launch computes (dz/dx = 2x cos(x^2)).
+  vec_t x({2}, {.name = "x"}), y({2}, {.name = "y"}), z({2}, {.name = "z"});
+  constexpr auto chain = ctg::kernel<"square_then_sin">([](auto x, auto y, auto z) {
+    return ctg::block(ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * x[i]; }),
+                      ctg::range(x.size(), [=](auto i) { return z[i] = ctg::sin(y[i]); }));
+  });
+  x.at(0) = 1.2;
+  x.at(1) = -0.4;
+  z.grad().fill(1.0);
+  CHECK_THROWS_WITH_AS(chain.grad(x, y, z), doctest::Contains("CTG-TAPE-013"), ctg::autodiff_error);
+  CHECK_THROWS_WITH_AS(chain.grad(x, y, z), doctest::Contains("field 'y'"), ctg::autodiff_error);
+  chain(x, y, z);
+  CHECK_NOTHROW(chain.grad(x, y, z));
+  CHECK(x.grad().at(0) == Approx(2 * 1.2 * std::cos(1.44)));
+  CHECK(x.grad().at(1) == Approx(2 * -0.4 * std::cos(0.16)));
+
+  // An adjoint that reads only what the caller gives it needs no forward
+  // launch: d(x^2)/dx = 2x.
+  vec_t u({2}, {.name = "u"}), w({2}, {.name = "w"});
+  constexpr auto square = ctg::kernel<"square_alone">([](auto u, auto w) {
+    return ctg::range(u.size(), [=](auto i) { return w[i] = u[i] * u[i]; });
+  });
+  u.at(0) = 3.0;
+  w.grad().fill(1.0);
+  CHECK_NOTHROW(square.grad(u, w));
+  CHECK(u.grad().at(0) == Approx(6.0));
+}
+
 TEST_CASE("a recorded launch reading what a launch on another thread wrote raises CTG-TAPE-011") {
   scal_t x({.name = "x"}), u({.name = "u"}), w({.name = "w"}), loss({.name = "loss"});
   constexpr auto copy = ctg::kernel<"copy">([](auto a, auto b) { return b() = a(); });

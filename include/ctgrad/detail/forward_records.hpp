@@ -85,6 +85,7 @@ class forward_records {
       if (2 * records_.size() > slots_.size()) reindex();
     } else {
       at = oldest_;  // forgotten
+      forgot_ = true;
       unindex(at);
       unlink(at);
     }
@@ -109,6 +110,19 @@ class forward_records {
   std::size_t size() const {
     std::lock_guard lock(mutex_);
     return records_.size();
+  }
+
+  // A launch that wrote values and keeps no record (k.fwd's tangent pass).
+  void note_unrecorded_launch() {
+    std::lock_guard lock(mutex_);
+    unrecorded_ = true;
+  }
+  // Whether every launch of the kernel that wrote values is among the
+  // records (none forgotten, none unrecorded): then buffers no record names
+  // are buffers the kernel never ran forward on.
+  bool holds_every_launch() const {
+    std::lock_guard lock(mutex_);
+    return !forgot_ && !unrecorded_;
   }
 
  private:
@@ -186,6 +200,7 @@ class forward_records {
   std::vector<forward_record> records_;
   std::vector<std::uint32_t> slots_;
   std::uint32_t oldest_ = empty, newest_ = empty;
+  bool forgot_ = false, unrecorded_ = false;
 };
 
 }  // namespace ctg::detail
