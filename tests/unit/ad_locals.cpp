@@ -338,3 +338,38 @@ TEST_CASE("a value read by the next iteration of a nested loop passes its adjoin
     CHECK(x.grad().at(i) == Approx(3 * s + 1).epsilon(1e-13));
   }
 }
+
+// Inside a loop: a local the body assigns and nothing reads (not the next
+// iteration, not after the loop), and one only a while_'s condition reads.
+TEST_CASE("a loop body's assignments that nothing reads leave the gradient finite") {
+  static constexpr int n = 4;
+  // sqrt' is infinite at 0 and sqrt(-1) is NaN: the unread u and w must not
+  // carry 0 * that into x's gradient.
+  std::vector<double> const xv{0.0, 0.5, -1.0, 2.0};
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"}), z({n}, {.name = "z"});
+  x.copy_from(xv);
+  auto k = ctg::kernel<"unread_in_loops", ctg::adstack_capacity<8>>([](auto x, auto y, auto z) {
+    return ctg::range(n, [=](auto i) {
+      return ctg::block(
+          ctg::let(x[i], x[i], [=](auto v, auto u) {
+            return ctg::block(ctg::range(2, [=](auto) { return ctg::block(u = ctg::sqrt(v), v = v * 3.0); }), y[i] = v);
+          }),
+          ctg::let(x[i], 0.0, 0, [=](auto v, auto w, auto count) {
+            return ctg::block(ctg::while_(count < 3, ctg::block(w = ctg::sqrt(v), v = v * 2.0, count = count + 1)),
+                              z[i] = v * v);
+          }));
+    });
+  });
+  k(x, y, z);
+  y.grad().fill(1.0);
+  z.grad().fill(1.0);
+  k.grad(x, y, z);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double const v = xv[i];
+    CHECK(y.at(i) == Approx(9 * v).epsilon(1e-14));
+    CHECK(z.at(i) == Approx(64 * v * v).epsilon(1e-14));
+    // y = 9x, z = (8x)^2
+    CHECK(x.grad().at(i) == Approx(9 + 128 * v).epsilon(1e-13));
+  }
+}

@@ -373,17 +373,19 @@ struct body_analysis {
       return with_reads<detail::tuple_element_t<0, kids>>(live_before<detail::tuple_element_t<1, kids>>(after, out) |
                                                           live_before<detail::tuple_element_t<2, kids>>(after, out));
     } else if constexpr (is_loop_op<Op> || is_while_op<Op>) {
-      // After the body comes the next iteration or the loop's end. Instead
-      // of a fixed point (which walks the body again per round, and per
-      // round of every loop around it), the body is walked once with every
-      // local it assigns or declares taken as live after it: more than the
-      // fixed point's set for those (so no assignment is found dead that
-      // the next iteration reads), the same for the others, which the body
-      // cannot kill, so that their reads come out before it as they would.
+      // After the body comes the next iteration or the loop's end, so the
+      // locals live after it are those live after the loop and those the
+      // next iteration reads before it assigns them. Each statement's
+      // transfer is "reads, plus what is live after it less what it
+      // assigns", and so is the body's: walked from nothing live, it gives
+      // exactly the reads before assignments, and a second walk from the
+      // union marks the assignments (the fixed point, in two walks; a loop
+      // nested d deep is walked 2^d times).
+      // A while_'s condition runs after every iteration too.
       using Body = detail::tuple_element_t<sizeof...(K) - 1, kids>;
-      slot_set<N> assigned{}, declared{};
-      assigned_declared<Body>(assigned, declared);
-      slot_set<N> const around = after | assigned | declared;
+      liveness first_walk{};
+      slot_set<N> around = after | live_before<Body>(slot_set<N>{}, first_walk);
+      if constexpr (is_while_op<Op>) around = with_reads<detail::tuple_element_t<0, kids>>(around);
       slot_set<N> head = around | live_before<Body>(around, out);
       [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         ((head = with_reads<detail::tuple_element_t<Is, kids>>(head)), ...);
