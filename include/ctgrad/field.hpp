@@ -628,9 +628,13 @@ struct field_storage {
   }
   // The current values are those the adjoint of the forward launch just run
   // reads (k.grad without a tape): a touch from now on is compared.
+  // Launches on other threads may read the same field: the state is
+  // written only when the version is new, which only a write (on the thread
+  // that owns the field's writes) makes.
   void watch_for_adjoint(int which) {
     settle(which);
-    state[which].forward_watched = state[which].version;
+    buffer_state& b = state[which];
+    if (b.forward_watched != b.version) b.forward_watched = b.version;
   }
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.
