@@ -16,6 +16,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <numeric>
 #include <span>
@@ -39,7 +40,8 @@
 // forward launch left, and element writes through at(), map() or flat()
 // cannot be told from reads without a copy of the field: with this on, the
 // first such access after a forward launch whose adjoint reads the field
-// copies it, and the next launch or k.grad compares (docs/02, *Versions*).
+// copies it, and the next forward launch reading it, launch writing it, or
+// k.grad compares (docs/02, *Versions*).
 // It costs a copy and a comparison of the field per touch after a launch;
 // on with the index checks (CTG_BOUNDS_CHECK).
 #if !defined(CTG_HOST_WRITE_CHECKS)
@@ -257,12 +259,13 @@ inline std::uint64_t next_write_stamp() {
 // What has happened to one buffer of a field, for the tape and k.grad (see
 // tape.hpp). Every write bumps `version`: a kernel launch that writes the
 // buffer, a whole-field host operation (fill, copy_from, zero_*), an element
-// written through at(). k.grad, called alone, asks whether launches and
-// whole-field operations wrote the rows its adjoint reads after the forward
-// launch (element access is checked on a tape): `bulk_stamp` is the stamp
+// written through at(). k.grad, called alone, asks whether launches, host
+// operations and (with CTG_HOST_WRITE_CHECKS) host element writes wrote the
+// rows its adjoint reads after the forward launch: `bulk_stamp` is the stamp
 // of the last write to the whole buffer, `row_stamps` that of the last
-// launch that wrote only some rows of its first axis (fields of at most
-// max_tracked_rows rows; wider ones count every write as whole).
+// write of each row of its first axis by a launch that wrote only some rows
+// or by the host (fields of at most max_tracked_rows rows; wider ones count
+// every write as whole).
 //
 // at() on a non-const handle may be a read or a write: it only marks the
 // buffer touched. The next launch or tape operation settles the touch: when a
@@ -289,7 +292,7 @@ struct buffer_state {
   std::uint64_t launch_stamp = 0;
   void const* launch_recorder = nullptr;
   bool touched = false;
-  std::int64_t touched_rows = 0;
+  std::int64_t first_axis_extent = 0;  // of the handle that touched it (0 for rank 0)
   std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
 };
 
@@ -467,6 +470,9 @@ struct field_storage {
   std::shared_ptr<void> keep_alive;         // views: what owns the memory, when ctgrad may hold it (DLPack)
   std::weak_ptr<void const> memory_owner;   // views: what owns the memory, watched (CTG_VIEW_CHECKS)
   bool watch_owner = false;
+  // Settling a touch and watching for an adjoint change `state`, and
+  // launches on several threads may do both on one field they all read.
+  std::mutex settle_mutex;
 
   static constexpr std::size_t alignment = memory::host_alignment;  // of host buffers, copies included
 
@@ -520,12 +526,20 @@ struct field_storage {
   }
 
   // ---- write tracking ---------------------------------------------------------------------------
+  // A write of the whole buffer (bulk) or of some rows of it (a launch;
+  // note_rows_write stamps them). Before a write of some rows, a pending
+  // touch is compared, so that a host write to the other rows is not lost;
+  // after it, the other rows still hold what a forward launch left.
   void note_write(int which, bool bulk = true) {
     buffer_state& b = state[which];
+    if (CTG_HOST_WRITE_CHECKS && !bulk && b.touched) settle(which);
     b.touched = false;
     b.snapshot.clear();
-    ++b.version;
-    if (bulk) b.bulk_stamp = next_write_stamp();
+    std::uint64_t const before = b.version++;
+    if (bulk)
+      b.bulk_stamp = next_write_stamp();
+    else if (b.forward_watched == before)
+      b.forward_watched = b.version;
   }
   // A launch wrote `rows` of the first axis (of `extent`) and nothing else.
   CTG_NOINLINE void note_rows_write(int which, row_set const& rows, std::int64_t extent) {
@@ -550,8 +564,9 @@ struct field_storage {
     b.launch_recorder = recorder;
   }
 
-  // Whether a launch or a whole-buffer operation wrote any of `rows` after
-  // the write stamped `stamp`.
+  // Whether a launch, a whole-buffer operation or a host write of elements
+  // (CTG_HOST_WRITE_CHECKS) wrote any of `rows` after the write stamped
+  // `stamp`.
   CTG_NOINLINE bool rows_written_after(int which, row_set const& rows, std::uint64_t stamp) const {
     buffer_state const& b = state[which];
     if (b.bulk_stamp > stamp) return true;
@@ -563,13 +578,13 @@ struct field_storage {
     }
     return false;
   }
-  // `rows`: the extent of the first axis of the handle that touched it (0 for
-  // rank 0), by which a snapshot that differs is compared.
-  CTG_NOINLINE void touch(int which, std::int64_t rows) {
+  // `extent`: the extent of the first axis of the handle that touched it (0
+  // for rank 0), by whose rows a snapshot that differs is compared.
+  CTG_NOINLINE void touch(int which, std::int64_t extent) {
     buffer_state& b = state[which];
     if (b.touched) return;
     b.touched = true;
-    b.touched_rows = rows;
+    b.first_axis_extent = extent;
     bool const needed = b.watched == b.version || (CTG_HOST_WRITE_CHECKS && b.forward_watched == b.version);
     if (needed && space == memory_space::host) gather(which, b.snapshot);
   }
@@ -590,6 +605,10 @@ struct field_storage {
   // max_tracked_rows), as a launch writing them would, so that k.grad sees
   // the host's write among the launches'.
   CTG_NOINLINE void settle(int which) {
+    std::lock_guard lock(settle_mutex);
+    settle_locked(which);
+  }
+  void settle_locked(int which) {
     buffer_state& b = state[which];
     if (!b.touched) return;
     b.touched = false;
@@ -606,13 +625,16 @@ struct field_storage {
       now = gathered.data();
     }
     if (std::memcmp(b.snapshot.data(), now, bytes) != 0) {
-      ++b.version;
+      // The rows the host did not write still hold what a forward launch
+      // left: its adjoint keeps watching them.
+      std::uint64_t const before = b.version++;
+      if (b.forward_watched == before) b.forward_watched = b.version;
       stamp_changed_rows(b, now);
     }
     b.snapshot.clear();  // keeps its memory for the next touch
   }
   void stamp_changed_rows(buffer_state& b, unsigned char const* now) const {
-    std::int64_t const rows = b.touched_rows;
+    std::int64_t const rows = b.first_axis_extent;
     if (rows <= 0 || rows > buffer_state::max_tracked_rows || bytes % std::size_t(rows) != 0) {
       b.bulk_stamp = next_write_stamp();
       return;
@@ -628,13 +650,12 @@ struct field_storage {
   }
   // The current values are those the adjoint of the forward launch just run
   // reads (k.grad without a tape): a touch from now on is compared.
-  // Launches on other threads may read the same field: the state is
-  // written only when the version is new, which only a write (on the thread
-  // that owns the field's writes) makes.
+  // Launches on several threads may read one field at once, and each
+  // watches it: under settle_mutex, as settling is.
   void watch_for_adjoint(int which) {
-    settle(which);
-    buffer_state& b = state[which];
-    if (b.forward_watched != b.version) b.forward_watched = b.version;
+    std::lock_guard lock(settle_mutex);
+    settle_locked(which);
+    state[which].forward_watched = state[which].version;
   }
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.

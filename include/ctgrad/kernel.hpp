@@ -1,7 +1,6 @@
 // ctg::kernel<"name">(lambda): a kernel object. k(args...) runs it forward.
 #pragma once
 #include <array>
-#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -331,7 +330,6 @@ class kernel_t {
           if constexpr ((detail::has_grad_arg<A> || ...)) detail::raise_forward_mode_on_tape(Name.view());
           entry = begin_without_adjoint(*t, uses, args...);
         }
-        records().note_unrecorded_launch();
         run_forward<backend::tangent_pass>(t, entry, uses, args...);
       }
     }
@@ -623,6 +621,7 @@ class kernel_t {
             return written_params<A...>();
         }(),
         rows, args...);
+    if constexpr (!differentiable) records().note_unrecorded_launch();
     if constexpr (differentiable) {
       remember_forward(reverse_checks<A...>::findings.needed_params, args...);
       if (t) {
@@ -749,8 +748,18 @@ class kernel_t {
     if (needed == 0) return;
     std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
     if (!stamp) {
-      if (unsigned long long const own = needed & written; own != 0 && records().holds_every_launch())
-        detail::raise_grad_before_forward(Name.view(), std::countr_zero(own), {detail::ref_of(args)...});
+      if ((needed & written) != 0 && records().holds_every_launch()) {
+        // Rows the adjoint reads that the forward launch would have written.
+        auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
+        int i = 0, own = -1;
+        auto one = [&](auto const& a) {
+          if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
+            if (own < 0 && (needed & written & ir::param_bit(i)) != 0 && rows.reads[i].meets(rows.writes[i])) own = i;
+          ++i;
+        };
+        (one(args), ...);
+        if (own >= 0) detail::raise_grad_before_forward(Name.view(), own, {detail::ref_of(args)...});
+      }
       return;
     }
     if constexpr (CTG_HOST_WRITE_CHECKS) for_needed_fields(needed, [](auto const& a) { a.settle(); }, args...);

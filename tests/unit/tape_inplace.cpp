@@ -526,6 +526,25 @@ TEST_CASE("k.grad alone: the host writing rows a field indexed by the step reads
   step(u, 0, 1);
   u.at(0, 1) = 3.0;
   CHECK_THROWS_WITH_AS(step.grad(u, 0, 1), doctest::Contains("field 'u'"), ctg::autodiff_error);
+
+  // A launch that writes other rows before k.grad (the next step) does not
+  // hide the host's write to row 0.
+  u.at(0, 1) = -0.5;
+  step(u, 0, 1);
+  u.at(0, 1) = 3.0;
+  step(u, 1, 2);
+  CHECK_THROWS_WITH_AS(step.grad(u, 0, 1), doctest::Contains("field 'u'"), ctg::autodiff_error);
+
+  // Nor does a launch of another kernel, whose adjoint reads nothing, that
+  // writes row 2 between the forward launch and the host's write.
+  constexpr auto copy_row = ctg::kernel<"copy_row">([](auto u, int r, int w) {
+    return ctg::range(u.shape(ctg::c<1>), [=](auto i) { return u(w, i) = u(r, i); });
+  });
+  u.at(0, 1) = -0.5;
+  step(u, 0, 1);
+  copy_row(u, 1, 2);
+  u.at(0, 0) = 2.0;
+  CHECK_THROWS_WITH_AS(step.grad(u, 0, 1), doctest::Contains("field 'u'"), ctg::autodiff_error);
 }
 #endif
 
@@ -557,6 +576,18 @@ TEST_CASE("k.grad before any forward launch: CTG-TAPE-013 when the adjoint reads
   w.grad().fill(1.0);
   CHECK_NOTHROW(square.grad(u, w));
   CHECK(u.grad().at(0) == Approx(6.0));
+
+  // State indexed by the step: the adjoint of the step from row 0 to row 1
+  // reads row 0, which the caller filled, not row 1, which the kernel
+  // writes.
+  ctg::field<double, 2, ctg::grad> s({2, 1}, {.name = "s"});
+  constexpr auto step = ctg::kernel<"square_row_once">([](auto s, int r, int w) {
+    return ctg::range(s.shape(ctg::c<1>), [=](auto i) { return s(w, i) = s(r, i) * s(r, i); });
+  });
+  s.at(0, 0) = 1.5;
+  s.grad().at(1, 0) = 1.0;
+  CHECK_NOTHROW(step.grad(s, 0, 1));
+  CHECK(s.grad().at(0, 0) == Approx(3.0));
 }
 
 TEST_CASE("a recorded launch reading what a launch on another thread wrote raises CTG-TAPE-011") {

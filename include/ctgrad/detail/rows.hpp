@@ -23,6 +23,16 @@ struct row_set {
       rows[count++] = row;
   }
   constexpr void add_all() { count = -1; }
+  // Whether a row of this set is a row of `other` (all rows meet anything
+  // but nothing).
+  constexpr bool meets(row_set const& other) const {
+    if (count == 0 || other.count == 0) return false;
+    if (all() || other.all()) return true;
+    for (int k = 0; k < count; ++k)
+      for (int l = 0; l < other.count; ++l)
+        if (rows[k] == other.rows[l]) return true;
+    return false;
+  }
 };
 
 }  // namespace ctg::detail
