@@ -470,8 +470,9 @@ struct field_storage {
   std::shared_ptr<void> keep_alive;         // views: what owns the memory, when ctgrad may hold it (DLPack)
   std::weak_ptr<void const> memory_owner;   // views: what owns the memory, watched (CTG_VIEW_CHECKS)
   bool watch_owner = false;
-  // Settling a touch and watching for an adjoint change `state`, and
-  // launches on several threads may do both on one field they all read.
+  // Touching, settling and watching for an adjoint change `state`, and
+  // launches on several threads (and the host) may do them on one field
+  // they all read.
   std::mutex settle_mutex;
 
   static constexpr std::size_t alignment = memory::host_alignment;  // of host buffers, copies included
@@ -526,10 +527,11 @@ struct field_storage {
   }
 
   // ---- write tracking ---------------------------------------------------------------------------
-  // A write of the whole buffer (bulk) or of some rows of it (a launch;
-  // note_rows_write stamps them). Before a write of some rows, a pending
-  // touch is compared, so that a host write to the other rows is not lost;
-  // after it, the other rows still hold what a forward launch left.
+  // A write of the whole buffer (bulk) or of some rows of it (a launch,
+  // noted after it ran; note_rows_write stamps its rows). For the latter a
+  // pending touch is compared first, so that a host write to other rows is
+  // not lost (the launch's own rows differ too, and get its stamp right
+  // after); and the other rows still hold what a forward launch left.
   void note_write(int which, bool bulk = true) {
     buffer_state& b = state[which];
     if (CTG_HOST_WRITE_CHECKS && !bulk && b.touched) settle(which);
@@ -580,8 +582,12 @@ struct field_storage {
   }
   // `extent`: the extent of the first axis of the handle that touched it (0
   // for rank 0), by whose rows a snapshot that differs is compared.
+  // The copy is taken under settle_mutex: a launch on another thread that
+  // reads the field may be settling or watching it.
   CTG_NOINLINE void touch(int which, std::int64_t extent) {
     buffer_state& b = state[which];
+    if (b.touched) return;
+    std::lock_guard lock(settle_mutex);
     if (b.touched) return;
     b.touched = true;
     b.first_axis_extent = extent;

@@ -6,6 +6,7 @@
 // stopped with an internal error instantiating them).
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -112,17 +113,18 @@ class forward_records {
     return records_.size();
   }
 
-  // A launch that wrote values and keeps no record (k.fwd's tangent pass).
+  // A launch that wrote values and keeps no record (k.fwd's tangent pass, a
+  // launch on fields without gradients): every such launch calls it, so it
+  // takes no lock.
   void note_unrecorded_launch() {
-    std::lock_guard lock(mutex_);
-    unrecorded_ = true;
+    if (!unrecorded_.load(std::memory_order_relaxed)) unrecorded_.store(true, std::memory_order_relaxed);
   }
   // Whether every launch of the kernel that wrote values is among the
   // records (none forgotten, none unrecorded): then buffers no record names
   // are buffers the kernel never ran forward on.
   bool holds_every_launch() const {
     std::lock_guard lock(mutex_);
-    return !forgot_ && !unrecorded_;
+    return !forgot_ && !unrecorded_.load(std::memory_order_relaxed);
   }
 
  private:
@@ -200,7 +202,8 @@ class forward_records {
   std::vector<forward_record> records_;
   std::vector<std::uint32_t> slots_;
   std::uint32_t oldest_ = empty, newest_ = empty;
-  bool forgot_ = false, unrecorded_ = false;
+  bool forgot_ = false;
+  std::atomic<bool> unrecorded_{false};
 };
 
 }  // namespace ctg::detail
