@@ -966,6 +966,8 @@ class field : detail::field_ownership {
   void settle() const {
     if (owner_) owner_->settle(which_);
   }
+  // The extent of the first axis, whose rows writes are tracked by (0 for
+  // rank 0).
   std::int64_t first_extent() const {
     if constexpr (Rank == 0)
       return 0;
@@ -984,11 +986,7 @@ class field : detail::field_ownership {
   // The same for a launch that wrote only `rows` of the first axis, under
   // the tape `recorder` (the one recording on the launching thread, or none).
   void note_launch_write(detail::row_set const& rows, void const* recorder) const {
-    if (!owner_) return;
-    if constexpr (Rank == 0)
-      owner_->note_launch_write(which_, rows, 0, recorder);
-    else
-      owner_->note_launch_write(which_, rows, shape_[0], recorder);
+    if (owner_) owner_->note_launch_write(which_, rows, first_extent(), recorder);
   }
   // Whether a launch or a whole-field operation wrote `rows` of the first
   // axis after the write stamped `stamp` (detail::next_write_stamp).

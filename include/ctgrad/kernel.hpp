@@ -621,7 +621,6 @@ class kernel_t {
             return written_params<A...>();
         }(),
         rows, args...);
-    if constexpr (!differentiable) records().note_unrecorded_launch();
     if constexpr (differentiable) {
       remember_forward(reverse_checks<A...>::findings.needed_params, args...);
       if (t) {
@@ -632,6 +631,7 @@ class kernel_t {
         });
       }
     } else {
+      records().note_unrecorded_launch();
       if (t) t->end_launch(entry, uses, {});
     }
   }
@@ -694,13 +694,14 @@ class kernel_t {
     static detail::forward_records r;
     return r;
   }
-  // Calls f on each field argument whose values the adjoint reads.
+  // Calls f(field, its parameter's position) on each field argument whose
+  // bit is in `params` (the fields the adjoint reads, or some of them).
   template <class Each, class... A>
-  static void for_needed_fields(unsigned long long needed, Each&& f, A const&... args) {
+  static void for_fields_in(unsigned long long params, Each&& f, A const&... args) {
     int i = 0;
     auto one = [&](auto const& a) {
       if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if ((needed & ir::param_bit(i)) != 0) f(a);
+        if ((params & ir::param_bit(i)) != 0) f(a, i);
       ++i;
     };
     (one(args), ...);
@@ -708,7 +709,7 @@ class kernel_t {
   template <class... A>
   static detail::buffer_list needed_buffers(unsigned long long needed, A const&... args) {
     detail::buffer_list out;
-    for_needed_fields(needed, [&](auto const& a) { out.push(a.storage_id()); }, args...);
+    for_fields_in(needed, [&](auto const& a, int) { out.push(a.storage_id()); }, args...);
     return out;
   }
   // FNV-1a over the bytes of the arithmetic and enumeration arguments (the
@@ -731,7 +732,7 @@ class kernel_t {
   template <class... A>
   static void remember_forward(unsigned long long needed, A const&... args) {
     if (needed == 0) return;
-    if constexpr (CTG_HOST_WRITE_CHECKS) for_needed_fields(needed, [](auto const& a) { a.watch_for_adjoint(); }, args...);
+    if constexpr (CTG_HOST_WRITE_CHECKS) for_fields_in(needed, [](auto const& a, int) { a.watch_for_adjoint(); }, args...);
     auto now = needed_buffers(needed, args...);
     std::uint64_t const numbers = numbers_of(args...);
     std::uint64_t const stamp = detail::next_write_stamp();  // after the launch's own writes
@@ -747,33 +748,31 @@ class kernel_t {
   void check_unchanged_since_forward(unsigned long long needed, unsigned long long written, A const&... args) const {
     if (needed == 0) return;
     std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
+    auto rows = [&] { return rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...); };
     if (!stamp) {
-      if ((needed & written) != 0 && records().holds_every_launch()) {
-        // Rows the adjoint reads that the forward launch would have written.
-        auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
-        int i = 0, own = -1;
-        auto one = [&](auto const& a) {
-          if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-            if (own < 0 && (needed & written & ir::param_bit(i)) != 0 && rows.reads[i].meets(rows.writes[i])) own = i;
-          ++i;
-        };
-        (one(args), ...);
-        if (own >= 0) detail::raise_grad_before_forward(Name.view(), own, {detail::ref_of(args)...});
-      }
+      if ((needed & written) == 0 || !records().holds_every_launch()) return;
+      // Rows the adjoint reads that the forward launch would have written.
+      auto const touched = rows();
+      int own = -1;
+      for_fields_in(
+          needed & written,
+          [&](auto const&, int i) {
+            if (own < 0 && touched.reads[i].meets(touched.writes[i])) own = i;
+          },
+          args...);
+      if (own >= 0) detail::raise_grad_before_forward(Name.view(), own, {detail::ref_of(args)...});
       return;
     }
-    if constexpr (CTG_HOST_WRITE_CHECKS) for_needed_fields(needed, [](auto const& a) { a.settle(); }, args...);
-    auto const rows = rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...);
-    int i = 0, changed = -1;
-    auto one = [&](auto const& a) {
-      if constexpr (is_field_v<std::remove_cvref_t<decltype(a)>>)
-        if (changed < 0 && (needed & ir::param_bit(i)) != 0 && a.rows_written_after(rows.reads[i], *stamp))
-          changed = i;
-      ++i;
-    };
-    (one(args), ...);
-    if (changed >= 0)
-      detail::raise_changed_since_forward(Name.view(), changed, {detail::ref_of(args)...});
+    if constexpr (CTG_HOST_WRITE_CHECKS) for_fields_in(needed, [](auto const& a, int) { a.settle(); }, args...);
+    auto const touched = rows();
+    int changed = -1;
+    for_fields_in(
+        needed,
+        [&](auto const& a, int i) {
+          if (changed < 0 && a.rows_written_after(touched.reads[i], *stamp)) changed = i;
+        },
+        args...);
+    if (changed >= 0) detail::raise_changed_since_forward(Name.view(), changed, {detail::ref_of(args)...});
   }
 
   // Runs every offload in one pass: in order forward, in reverse order for the

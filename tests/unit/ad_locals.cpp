@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <ctgrad/ctgrad.hpp>
+#include <utility>
 #include <vector>
 
 #include "ad_test_support.hpp"
@@ -274,14 +275,30 @@ TEST_CASE("a func's element argument keeps the value it had at the call when the
 // An assignment whose value nothing reads passes no adjoint on: its local's
 // adjoint there is zero, and zero times an infinite partial (sqrt at 0) or a
 // NaN value would be NaN in a gradient that does not depend on it.
-TEST_CASE("assignments whose value nothing reads leave the gradient finite") {
+// For the kernels below of one input x and two outputs y and z: x holds
+// `values`, k runs forward, and its adjoint runs with both outputs seeded
+// with 1.
+namespace {
+struct one_input_two_outputs {
   static constexpr int n = 4;
+  std::vector<double> values;
+  ctg::field<double, 1, ctg::grad> x{{n}, {.name = "x"}}, y{{n}, {.name = "y"}}, z{{n}, {.name = "z"}};
+  explicit one_input_two_outputs(std::vector<double> v) : values(std::move(v)) { x.copy_from(values); }
+  template <class K>
+  void forward_then_grad(K const& k) {
+    k(x, y, z);
+    y.grad().fill(1.0);
+    z.grad().fill(1.0);
+    k.grad(x, y, z);
+  }
+};
+}  // namespace
+
+TEST_CASE("assignments whose value nothing reads leave the gradient finite") {
   // sqrt' is infinite at 0; sqrt(-0.5) and log(-0.5) are NaN.
-  std::vector<double> const xv{0.0, 0.25, -0.5, 4.0};
-  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"}), z({n}, {.name = "z"});
-  x.copy_from(xv);
+  one_input_two_outputs f({0.0, 0.25, -0.5, 4.0});
   auto k = ctg::kernel<"unread_values">([](auto x, auto y, auto z) {
-    return ctg::range(n, [=](auto i) {
+    return ctg::range(one_input_two_outputs::n, [=](auto i) {
       return ctg::block(
           // overwritten before it is read, and a local never read at all
           ctg::let(0.0, 0.0, [=](auto a, auto b) {
@@ -295,18 +312,15 @@ TEST_CASE("assignments whose value nothing reads leave the gradient finite") {
           }));
     });
   });
-  k(x, y, z);
-  y.grad().fill(1.0);
-  z.grad().fill(1.0);
-  k.grad(x, y, z);
-  for (int i = 0; i < n; ++i) {
+  f.forward_then_grad(k);
+  for (int i = 0; i < one_input_two_outputs::n; ++i) {
     CAPTURE(i);
-    double const v = xv[i];
+    double const v = f.values[std::size_t(i)];
     double const r = std::sqrt(4 * v * v + 1);  // c before the if_
-    CHECK(y.at(i) == Approx(3 * v * v).epsilon(1e-14));
+    CHECK(f.y.at(i) == Approx(3 * v * v).epsilon(1e-14));
     // d/dx [3x^2] = 6x; d/dx of z: r' = 4x / r, then times x (+ r) or minus 1.
     double const dz = v > 1 ? 4 * v / r * v + r : 4 * v / r - 1;
-    CHECK(x.grad().at(i) == Approx(6 * v + dz).epsilon(1e-12));
+    CHECK(f.x.grad().at(i) == Approx(6 * v + dz).epsilon(1e-12));
   }
 }
 
@@ -342,14 +356,11 @@ TEST_CASE("a value read by the next iteration of a nested loop passes its adjoin
 // Inside a loop: a local the body assigns and nothing reads (not the next
 // iteration, not after the loop), and one only a while_'s condition reads.
 TEST_CASE("a loop body's assignments that nothing reads leave the gradient finite") {
-  static constexpr int n = 4;
   // sqrt' is infinite at 0 and sqrt(-1) is NaN: the unread u and w must not
   // carry 0 * that into x's gradient.
-  std::vector<double> const xv{0.0, 0.5, -1.0, 2.0};
-  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"}), z({n}, {.name = "z"});
-  x.copy_from(xv);
+  one_input_two_outputs f({0.0, 0.5, -1.0, 2.0});
   auto k = ctg::kernel<"unread_in_loops", ctg::adstack_capacity<8>>([](auto x, auto y, auto z) {
-    return ctg::range(n, [=](auto i) {
+    return ctg::range(one_input_two_outputs::n, [=](auto i) {
       return ctg::block(
           ctg::let(x[i], x[i], [=](auto v, auto u) {
             return ctg::block(ctg::range(2, [=](auto) { return ctg::block(u = ctg::sqrt(v), v = v * 3.0); }), y[i] = v);
@@ -360,16 +371,13 @@ TEST_CASE("a loop body's assignments that nothing reads leave the gradient finit
           }));
     });
   });
-  k(x, y, z);
-  y.grad().fill(1.0);
-  z.grad().fill(1.0);
-  k.grad(x, y, z);
-  for (int i = 0; i < n; ++i) {
+  f.forward_then_grad(k);
+  for (int i = 0; i < one_input_two_outputs::n; ++i) {
     CAPTURE(i);
-    double const v = xv[i];
-    CHECK(y.at(i) == Approx(9 * v).epsilon(1e-14));
-    CHECK(z.at(i) == Approx(64 * v * v).epsilon(1e-14));
+    double const v = f.values[std::size_t(i)];
+    CHECK(f.y.at(i) == Approx(9 * v).epsilon(1e-14));
+    CHECK(f.z.at(i) == Approx(64 * v * v).epsilon(1e-14));
     // y = 9x, z = (8x)^2
-    CHECK(x.grad().at(i) == Approx(9 + 128 * v).epsilon(1e-13));
+    CHECK(f.x.grad().at(i) == Approx(9 + 128 * v).epsilon(1e-13));
   }
 }
