@@ -356,3 +356,76 @@ TEST_CASE("a parallel loop's bound field written later in the kernel: rejected f
     for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(i >= 1 ? 2.0 * values[i] : 0.0));
   }
 }
+
+// ---- the launch-time verdict of a kernel launched again -----------------------------------------
+// Every launch decides the pairs the types leave open with its own numbers,
+// whatever earlier launches of the kernel found; the pairs the types prove
+// apart it does not judge again (check/rules.hpp, with_numbers). Each
+// kernel below reads out[4] in iterations 0 .. limit - 1 and writes out[i]:
+// apart up to a limit of 4, meeting at 5 (as the integer-field case above).
+namespace {
+
+// launch(out, x, limit) runs the forward launch; grad(out, x, limit) the adjoint.
+void check_limit_verdicts(auto&& launch, auto&& grad) {
+  scal_t x;
+  vec_t out(9);
+  x.at() = 2.0;
+  for (int round = 0; round < 2; ++round) {
+    for (int limit : {4, 3}) {
+      launch(out, x, limit);
+      out.zero_grad();
+      x.zero_grad();
+      for (int i = 0; i < limit; ++i) out.grad().at(i) = 1.0;
+      CHECK_NOTHROW(grad(out, x, limit));
+      CHECK(x.grad().at() == double(limit));
+    }
+  }
+  launch(out, x, 5);
+  CHECK_THROWS_WITH_AS(grad(out, x, 5), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
+  CHECK_THROWS_WITH_AS(grad(out, x, 5), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
+  launch(out, x, 4);
+  CHECK_NOTHROW(grad(out, x, 4));
+}
+
+}  // namespace
+
+TEST_CASE("launched again: a scalar argument decides again") {
+  auto k = ctg::kernel<"limit_argument">([](auto out, auto x, int limit) {
+    return ctg::range(limit, [=](auto i) { return out[i] = out[4] + x(); });
+  });
+  static_assert(report_of<decltype(k), vec_t, scal_t, int>().undecided > 0);
+  check_limit_verdicts([&](vec_t& out, scal_t& x, int limit) { k(out, x, limit); },
+                       [&](vec_t& out, scal_t& x, int limit) { k.grad(out, x, limit); });
+}
+
+TEST_CASE("launched again: a value captured by reference decides again") {
+  int limit = 0;
+  auto k = ctg::kernel<"limit_captured">([&limit](auto out, auto x) {
+    return ctg::range(limit, [=](auto i) { return out[i] = out[4] + x(); });
+  });
+  check_limit_verdicts(
+      [&](vec_t& out, scal_t& x, int l) {
+        limit = l;
+        k(out, x);
+      },
+      [&](vec_t& out, scal_t& x, int l) {
+        limit = l;
+        k.grad(out, x);
+      });
+}
+
+TEST_CASE("launched again: a field of other extents decides again") {
+  auto k = ctg::kernel<"limit_extent">([](auto out, auto x) {
+    return ctg::range(out.size() - 4, [=](auto i) { return out[i] = out[4] + x(); });
+  });
+  scal_t x;
+  vec_t apart(8), meeting(9);
+  for (int round = 0; round < 2; ++round) {
+    k(apart, x);
+    CHECK_NOTHROW(k.grad(apart, x));
+  }
+  k(meeting, x);
+  CHECK_THROWS_WITH_AS(k.grad(meeting, x), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
+  k(apart, x);
+  CHECK_NOTHROW(k.grad(apart, x));
+}

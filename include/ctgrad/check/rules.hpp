@@ -539,11 +539,24 @@ struct kernel_checks {
     return indices_matching<n * n, count_matching<n * n>(match)>(match);
   }();
 
+  // A pair's verdict on these offloads and arguments, given the verdict the
+  // types alone gave it (typed: null offloads and arguments). A pair the
+  // types prove apart is apart for every value of the numbers, so a launch
+  // judges again only the pairs the types left open: its cost is theirs.
+  template <class Judge>
+  static constexpr pair_verdict with_numbers(pair_verdict typed, offloads_t const* offs, Args const* args,
+                                             Judge const& judge) {
+    if (typed.v == verdict::ok || (offs == nullptr && args == nullptr)) return typed;
+    return judge();
+  }
+
   // The pairs of events of parallel offload K that Pairs lists (event i and
-  // event j as i * events + j), each judged by judge(SI*, SJ*) and recorded
-  // as finding f, named after the first event's field.
+  // event j as i * events + j), each judged by Judge (a lambda without
+  // captures: (SI*, SJ*, offloads, arguments, at_launch) -> pair_verdict)
+  // and recorded as finding f, named after the first event's field.
   template <std::size_t K, auto const& Pairs, class Judge>
-  static constexpr void pairs_in_offload(report& r, bool at_launch, finding f, Judge const& judge) {
+  static constexpr void pairs_in_offload(report& r, offloads_t const* offs, Args const* args, bool at_launch,
+                                         finding f, Judge) {
     if constexpr (view<K>::parallel) {
       using E = typename to_tuple<events<K>>::type;
       constexpr std::size_t n = to_tuple<events<K>>::size;
@@ -551,7 +564,10 @@ struct kernel_checks {
         auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
           using SI = detail::tuple_element_t<Pairs[P] / n, E>;
           using SJ = detail::tuple_element_t<Pairs[P] % n, E>;
-          pair_verdict const v = judge(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr));
+          constexpr pair_verdict typed = Judge{}(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr), nullptr, nullptr, false);
+          pair_verdict const v = with_numbers(typed, offs, args, [&] {
+            return Judge{}(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr), offs, args, at_launch);
+          });
           func_chain const where = deeper(chain_of<K, SI>(), chain_of<K, SJ>());
           record(r, v, at_launch, f, SI::access::op_type::param, int(K), where.s);
         };
@@ -563,9 +579,10 @@ struct kernel_checks {
 
   template <std::size_t K>
   static constexpr void d2(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
-    pairs_in_offload<K, d2_pairs<K>>(r, at_launch, finding::cross_iteration_raw, [&]<class SI, class LJ>(SI*, LJ*) {
-      return d2_verdict<K, SI, LJ>(offs, args, at_launch);
-    });
+    pairs_in_offload<K, d2_pairs<K>>(r, offs, args, at_launch, finding::cross_iteration_raw,
+                                     []<class SI, class LJ>(SI*, LJ*, offloads_t const* o, Args const* a, bool l) {
+                                       return d2_verdict<K, SI, LJ>(o, a, l);
+                                     });
   }
 
   // ---- D5: iterations of parallel offload K that write one element ------------------------------
@@ -635,9 +652,10 @@ struct kernel_checks {
 
   template <std::size_t K>
   static constexpr void d5(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
-    pairs_in_offload<K, d5_pairs<K>>(r, at_launch, finding::parallel_store_conflict, [&]<class SI, class WJ>(SI*, WJ*) {
-      return d5_verdict<K, SI, WJ>(offs, args, at_launch);
-    });
+    pairs_in_offload<K, d5_pairs<K>>(r, offs, args, at_launch, finding::parallel_store_conflict,
+                                     []<class SI, class WJ>(SI*, WJ*, offloads_t const* o, Args const* a, bool l) {
+                                       return d5_verdict<K, SI, WJ>(o, a, l);
+                                     });
   }
 
   // ---- D3 and its mirror: a needed load in offload A, a write in offload B ---------------------------
@@ -764,7 +782,9 @@ struct kernel_checks {
         using SJ = detail::tuple_element_t<J, EB>;
         constexpr int p = detail::tuple_element_t<I, EA>::access::op_type::param;
         if constexpr (B >= A) {
-          pair_verdict const v = order_verdict<true, A, B, I, J>(offs, args, at_launch);
+          constexpr pair_verdict typed = order_verdict<true, A, B, I, J>(nullptr, nullptr, false);
+          pair_verdict const v =
+              with_numbers(typed, offs, args, [&] { return order_verdict<true, A, B, I, J>(offs, args, at_launch); });
           if (v.unknowns && !at_launch) r.wants_values = true;
           if constexpr (p < tracked_params) {
             if (po[p].overwritten != verdict::error && v.v != verdict::ok) {
@@ -777,7 +797,9 @@ struct kernel_checks {
           }
         }
         if constexpr (B <= A && p < tracked_params) {
-          pair_verdict const v = order_verdict<false, A, B, I, J>(offs, args, at_launch);
+          constexpr pair_verdict typed = order_verdict<false, A, B, I, J>(nullptr, nullptr, false);
+          pair_verdict const v =
+              with_numbers(typed, offs, args, [&] { return order_verdict<false, A, B, I, J>(offs, args, at_launch); });
           if (v.unknowns && !at_launch) r.wants_values = true;
           po[p].preceded = either(po[p].preceded, v.v);
         }
