@@ -429,3 +429,78 @@ TEST_CASE("launched again: a field of other extents decides again") {
   k(apart, x);
   CHECK_NOTHROW(k.grad(apart, x));
 }
+
+// ---- a step number kept in an integer field -------------------------------------------------------
+// x(step() + 1, i) against x(step(), i): the rows differ by one whatever the
+// step holds, which the launch's index forms read (the types alone cannot:
+// the step is a value, as a scalar argument is). A kernel advances the step,
+// as a rollout that stays on the device does; the tape keeps each launch's
+// step for its adjoint.
+TEST_CASE("rows chosen by an integer field the kernel does not write: decided at launch") {
+  using grid_t = ctg::field<double, 2, ctg::grad>;
+  auto step_kernel = ctg::kernel<"step_in_field">([](auto x, auto step) {
+    return ctg::range(x.shape(ctg::c<1>), [=](auto i) { return x(step() + 1, i) = ctg::sin(x(step(), i)); });
+  });
+  auto advance = ctg::kernel<"advance_step">([](auto step) { return step() = step() + 1; });
+  auto last_row = ctg::kernel<"last_row_sum">([](auto x, auto loss) {
+    return ctg::range(x.shape(ctg::c<1>), [=](auto i) { return loss() += x(x.shape(ctg::c<0>) - 1, i); });
+  });
+  constexpr auto r = report_of<decltype(step_kernel), grid_t, count_t>();
+  static_assert(r.ok() && r.undecided > 0);
+  constexpr int steps = 4, cells = 3;
+  grid_t x(steps + 1, cells);
+  scal_t loss;
+  count_t step;
+  for (int i = 0; i < cells; ++i) x.at(0, i) = 0.3 + 0.4 * i;
+  {
+    ctg::tape tape(loss);
+    for (int t = 0; t < steps; ++t) {
+      step_kernel(x, step);
+      advance(step);
+    }
+    last_row(x, loss);
+    tape.backward();
+  }
+  CHECK(step.at() == steps);
+  // d x(T, i) / d x(0, i) = cos(x(0, i)) cos(x(1, i)) ... cos(x(T - 1, i)).
+  for (int i = 0; i < cells; ++i) {
+    double v = 0.3 + 0.4 * i, want = 1.0;
+    for (int t = 0; t < steps; ++t) {
+      want *= std::cos(v);
+      v = std::sin(v);
+    }
+    CHECK(x.grad().at(0, i) == doctest::Approx(want).epsilon(1e-12));
+  }
+
+  // The same rows from a field the kernel itself writes afterwards: refused,
+  // since the adjoint would read the step the kernel left.
+  auto moving = ctg::kernel<"step_written">([](auto x, auto step) {
+    return ctg::block(ctg::range(x.shape(ctg::c<1>), [=](auto i) { return x(step() + 1, i) = ctg::sin(x(step(), i)); }),
+                      step() = step() + 1);
+  });
+  static_assert(report_of<decltype(moving), grid_t, count_t>().has(ctg::finding::overwritten_after_read));
+  (void)moving;
+}
+
+TEST_CASE("rows chosen by two integer fields: refused at launch when they meet") {
+  // x(to(), i) = sin(x(from(), i)) in one parallel loop: apart while the
+  // fields hold different rows; the same row is an update in place of each
+  // element, which the adjoint reads overwritten (CTG-AD-004).
+  using grid_t = ctg::field<double, 2, ctg::grad>;
+  auto rows = ctg::kernel<"rows_from_fields">([](auto x, auto from, auto to) {
+    return ctg::range(x.shape(ctg::c<1>), [=](auto i) { return x(to(), i) = ctg::sin(x(from(), i)); });
+  });
+  static_assert(report_of<decltype(rows), grid_t, count_t, count_t>().undecided > 0);
+  grid_t x(3, 2);
+  count_t from, to;
+  x.at(0, 1) = 0.5;
+  from.at() = 0;
+  to.at() = 2;
+  rows(x, from, to);
+  x.grad().at(2, 1) = 1.0;
+  CHECK_NOTHROW(rows.grad(x, from, to));
+  CHECK(x.grad().at(0, 1) == doctest::Approx(std::cos(0.5)).epsilon(1e-12));
+  to.at() = 0;
+  rows(x, from, to);
+  CHECK_THROWS_WITH_AS(rows.grad(x, from, to), doctest::Contains("CTG-AD-004"), ctg::autodiff_error);
+}

@@ -395,6 +395,13 @@ constexpr verdict may_hit(S const* s, L const* l, Args const* args, int equal_be
             }
           }
         }
+      } else if constexpr (!refs_any_index_v<SE> && !refs_any_index_v<LE> &&
+                           (!same_shape<SE, LE>::value || has_literals_v<SE>)) {
+        // Values that no loop index reaches but that are not plain
+        // arithmetic, such as elements of integer fields (x(step() + 1, i)
+        // against x(step(), i)): the launch's index forms read them and
+        // decide (dependence.hpp), or find that the kernel writes them.
+        if (out == verdict::error) out = verdict::unknown;
       }
     };
     (axis(std::integral_constant<std::size_t, Is>{}), ...);
