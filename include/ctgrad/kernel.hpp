@@ -112,12 +112,13 @@ inline constexpr unsigned long long loaded_params_v<ir::node<ir::op::store, L, E
     store_target_loads_v<L> | loaded_params_v<E>;
 
 // What the aliasing check (kernel_t::check_aliasing) sees of an argument:
-// where a field's elements lie and whether it has a gradient; nothing of
-// any other argument.
+// where a field's elements lie, whether it has a gradient and whether the
+// kernel writes it; nothing of any other argument.
 struct storage_use {
   void const* id = nullptr;
   element_layout layout{};
   bool grad = false;
+  bool written = false;
 };
 template <class A>
 storage_use storage_use_of(A const& a) {
@@ -126,12 +127,14 @@ storage_use storage_use_of(A const& a) {
   else
     return {};
 }
-// Raises CTG-AD-012 for the first two arguments, one of them with a
-// gradient, that share a storage or overlapping memory.
+// Raises CTG-AD-012 for the first two arguments that share a storage or
+// overlapping memory when one of them has a gradient or the kernel writes
+// one of them (the checks follow each parameter by its position: a value
+// written under one name would pass for unchanged under the other).
 inline void check_shared_storage(std::string_view kernel, std::span<storage_use const> used, launch_args args) {
   for (std::size_t p = 0; p < used.size(); ++p)
     for (std::size_t q = p + 1; q < used.size(); ++q)
-      if (used[p].id && used[q].id && (used[p].grad || used[q].grad) &&
+      if (used[p].id && used[q].id && (used[p].grad || used[q].grad || used[p].written || used[q].written) &&
           (used[p].id == used[q].id || layouts_overlap(used[p].id, used[p].layout, used[q].id, used[q].layout)))
         raise_shared_storage(kernel, int(p), int(q), args);
 }
@@ -522,7 +525,9 @@ class kernel_t {
   template <class... A>
   static void check_aliasing(A const&... args) {
     if constexpr (sizeof...(A) > 1) {
-      detail::storage_use const used[] = {detail::storage_use_of(args)...};
+      detail::storage_use used[] = {detail::storage_use_of(args)...};
+      constexpr unsigned long long written = written_params<A...>();
+      for (std::size_t i = 0; i < sizeof...(A); ++i) used[i].written = (written & ir::param_bit(int(i))) != 0;
       detail::check_shared_storage(Name.view(), used, {detail::ref_of(args)...});
     }
   }

@@ -95,9 +95,10 @@ inline std::string kernel_prefix(std::string_view kernel) { return "kernel '" + 
 [[noreturn]] inline void raise_shared_storage(std::string_view kernel, int p, int q, launch_args args) {
   throw autodiff_error(kernel_prefix(kernel) + ": CTG-AD-012 " + describe_param(p, args) + " and " +
                        describe_param(q, args) +
-                       " share one differentiable storage (or views of overlapping memory); the adjoint "
-                       "would mix their gradients. Pass the field once, or copy it (clone) into a second "
-                       "field");
+                       " share one storage (or views of overlapping memory) that has a gradient or that the "
+                       "kernel writes; the adjoint would mix their gradients, or take a value written under one "
+                       "name for unchanged under the other. Pass the field once, or copy it (clone) into a "
+                       "second field");
 }
 
 [[noreturn]] inline void raise_changed_since_forward(std::string_view kernel, int which, launch_args args) {

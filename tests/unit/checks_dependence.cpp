@@ -504,3 +504,54 @@ TEST_CASE("rows chosen by two integer fields: refused at launch when they meet")
   rows(x, from, to);
   CHECK_THROWS_WITH_AS(rows.grad(x, from, to), doctest::Contains("CTG-AD-004"), ctg::autodiff_error);
 }
+
+TEST_CASE("rows chosen by an integer field some statement of the kernel writes: refused at compile time") {
+  // The first offload writes `next`; the loop then reads x(step(), i) and
+  // overwrites x(next(), i), rows the types cannot tell apart.
+  using grid_t = ctg::field<double, 2, ctg::grad>;
+  auto k = ctg::kernel<"rows_after_write">([](auto x, auto step, auto next) {
+    return ctg::block(next() = step() + 1, ctg::range(x.shape(ctg::c<1>), [=](auto i) {
+                        return x(next(), i) = ctg::sin(x(step(), i));
+                      }));
+  });
+  static_assert(report_of<decltype(k), grid_t, count_t, count_t>().has(ctg::finding::overwritten_after_read));
+  (void)k;
+}
+
+TEST_CASE("an integer field passed twice, the kernel writing it under one name: refused at launch") {
+  // The checks follow each parameter by its position: under the name it
+  // does not write, `step` would pass for unchanged (rows 3 and 2 at the
+  // check, rows 1 and 0 in the forward launch).
+  using grid_t = ctg::field<double, 2, ctg::grad>;
+  auto k = ctg::kernel<"step_twice">([](auto x, auto step, auto next) {
+    return ctg::block(ctg::range(x.shape(ctg::c<1>), [=](auto i) { return x(step() + 1, i) = ctg::sin(x(step(), i)); }),
+                      next() = 2);
+  });
+  grid_t x(4, 1);
+  count_t step, other;
+  x.at(0, 0) = 0.5;
+  k(x, step, step);
+  x.grad().at(1, 0) = 1.0;
+  CHECK_THROWS_WITH_AS(k.grad(x, step, step), doctest::Contains("CTG-AD-012"), ctg::autodiff_error);
+  // Two fields: the kernel leaves `step` alone, and the gradient is cos(0.5).
+  x.zero_grad();
+  k(x, step, other);
+  x.grad().at(step.at() + 1, 0) = 1.0;
+  k.grad(x, step, other);
+  CHECK(x.grad().at(step.at(), 0) == doctest::Approx(std::cos(x.at(step.at(), 0))).epsilon(1e-12));
+}
+
+TEST_CASE("an index the types cannot follow is judged for parallel stores at every launch") {
+  // perm[i * stride]: opaque to the types (i times an unknown number); with
+  // stride 0 every iteration stores into one element (CTG-AD-013). The pair
+  // out[perm[..]] / out[n] leaves the kernel open, so the launch checks run.
+  auto k = ctg::kernel<"zero_stride">([](auto out, auto x, auto perm, int stride, int n) {
+    return ctg::range(4, [=](auto i) { return out[perm[i * stride]] = x[i] + out[n]; });
+  });
+  static_assert(report_of<decltype(k), vec_t, vec_t, ctg::field<int, 1>, int, int>().undecided > 0);
+  vec_t out(8), x(4);
+  ctg::field<int, 1> perm(4);
+  for (int i = 0; i < 4; ++i) perm.at(i) = i;
+  k(out, x, perm, 0, 7);
+  CHECK_THROWS_WITH_AS(k.grad(out, x, perm, 0, 7), doctest::Contains("CTG-AD-013"), ctg::autodiff_error);
+}

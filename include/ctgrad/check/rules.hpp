@@ -540,13 +540,17 @@ struct kernel_checks {
   }();
 
   // A pair's verdict on these offloads and arguments, given the verdict the
-  // types alone gave it (typed: null offloads and arguments). A pair the
-  // types prove apart is apart for every value of the numbers, so a launch
-  // judges again only the pairs the types left open: its cost is theirs.
-  template <class Judge>
+  // types alone gave it (typed: null offloads and arguments). For the rules
+  // whose `ok` is a proof over exact index forms (D2 and the order rules:
+  // compile-time constants and loop indices, over ranges the numbers only
+  // narrow), a pair the types prove apart is apart for every value of the
+  // numbers, so a launch judges again only the pairs the types left open:
+  // its cost is theirs. D5's `ok` also covers indices the types cannot
+  // follow (i * n), which numbers may make plain, so D5 is judged again.
+  template <bool TypedOkHolds, class Judge>
   static constexpr pair_verdict with_numbers(pair_verdict typed, offloads_t const* offs, Args const* args,
                                              Judge const& judge) {
-    if (typed.v == verdict::ok || (offs == nullptr && args == nullptr)) return typed;
+    if ((TypedOkHolds && typed.v == verdict::ok) || (offs == nullptr && args == nullptr)) return typed;
     return judge();
   }
 
@@ -554,7 +558,7 @@ struct kernel_checks {
   // event j as i * events + j), each judged by Judge (a lambda without
   // captures: (SI*, SJ*, offloads, arguments, at_launch) -> pair_verdict)
   // and recorded as finding f, named after the first event's field.
-  template <std::size_t K, auto const& Pairs, class Judge>
+  template <std::size_t K, auto const& Pairs, bool TypedOkHolds, class Judge>
   static constexpr void pairs_in_offload(report& r, offloads_t const* offs, Args const* args, bool at_launch,
                                          finding f, Judge) {
     if constexpr (view<K>::parallel) {
@@ -565,7 +569,7 @@ struct kernel_checks {
           using SI = detail::tuple_element_t<Pairs[P] / n, E>;
           using SJ = detail::tuple_element_t<Pairs[P] % n, E>;
           constexpr pair_verdict typed = Judge{}(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr), nullptr, nullptr, false);
-          pair_verdict const v = with_numbers(typed, offs, args, [&] {
+          pair_verdict const v = with_numbers<TypedOkHolds>(typed, offs, args, [&] {
             return Judge{}(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr), offs, args, at_launch);
           });
           func_chain const where = deeper(chain_of<K, SI>(), chain_of<K, SJ>());
@@ -579,7 +583,7 @@ struct kernel_checks {
 
   template <std::size_t K>
   static constexpr void d2(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
-    pairs_in_offload<K, d2_pairs<K>>(r, offs, args, at_launch, finding::cross_iteration_raw,
+    pairs_in_offload<K, d2_pairs<K>, true>(r, offs, args, at_launch, finding::cross_iteration_raw,
                                      []<class SI, class LJ>(SI*, LJ*, offloads_t const* o, Args const* a, bool l) {
                                        return d2_verdict<K, SI, LJ>(o, a, l);
                                      });
@@ -652,7 +656,7 @@ struct kernel_checks {
 
   template <std::size_t K>
   static constexpr void d5(report& r, offloads_t const* offs, Args const* args, bool at_launch) {
-    pairs_in_offload<K, d5_pairs<K>>(r, offs, args, at_launch, finding::parallel_store_conflict,
+    pairs_in_offload<K, d5_pairs<K>, false>(r, offs, args, at_launch, finding::parallel_store_conflict,
                                      []<class SI, class WJ>(SI*, WJ*, offloads_t const* o, Args const* a, bool l) {
                                        return d5_verdict<K, SI, WJ>(o, a, l);
                                      });
@@ -684,7 +688,14 @@ struct kernel_checks {
     access_space const sl = event_space<A, LI>(offs, args);
     // may_hit(w, r, ...) asks whether w in a later iteration hits r: for the
     // mirror the read is the later one.
-    auto hit = [&](int eq, int later) { return Later ? may_hit(s, l, args, eq, later) : may_hit(l, s, args, eq, later); };
+    // The axes on which both indices are affine (their values possibly
+    // unknown here, but no field the kernel writes, no cast of a float).
+    unsigned affine_axes = 0;
+    for (int k = 0; k < rank; ++k)
+      if (fs[k].linear && fl[k].linear) affine_axes |= 1u << k;
+    auto hit = [&](int eq, int later) {
+      return Later ? may_hit(s, l, args, eq, later, affine_axes) : may_hit(l, s, args, eq, later, affine_axes);
+    };
 
     relations cases[1 + max_levels * max_axes];
     int count = 0;
@@ -784,7 +795,7 @@ struct kernel_checks {
         if constexpr (B >= A) {
           constexpr pair_verdict typed = order_verdict<true, A, B, I, J>(nullptr, nullptr, false);
           pair_verdict const v =
-              with_numbers(typed, offs, args, [&] { return order_verdict<true, A, B, I, J>(offs, args, at_launch); });
+              with_numbers<true>(typed, offs, args, [&] { return order_verdict<true, A, B, I, J>(offs, args, at_launch); });
           if (v.unknowns && !at_launch) r.wants_values = true;
           if constexpr (p < tracked_params) {
             if (po[p].overwritten != verdict::error && v.v != verdict::ok) {
@@ -799,7 +810,7 @@ struct kernel_checks {
         if constexpr (B <= A && p < tracked_params) {
           constexpr pair_verdict typed = order_verdict<false, A, B, I, J>(nullptr, nullptr, false);
           pair_verdict const v =
-              with_numbers(typed, offs, args, [&] { return order_verdict<false, A, B, I, J>(offs, args, at_launch); });
+              with_numbers<true>(typed, offs, args, [&] { return order_verdict<false, A, B, I, J>(offs, args, at_launch); });
           if (v.unknowns && !at_launch) r.wants_values = true;
           po[p].preceded = either(po[p].preceded, v.v);
         }

@@ -368,9 +368,12 @@ constexpr verdict d2_pair(S const* s, L const* l, Loop const* loop, Args const* 
 // ---- D3: a needed value read, then overwritten in the same kernel ---------------------------------
 // May a write at `s` hit the element read at `l`? Loop indices at levels below
 // `equal_below` hold the same value for both; at `later_level` (a one-axis
-// loop) the write happens in a later iteration; other levels are free.
+// loop) the write happens in a later iteration; other levels are free. Bit
+// k of `affine_axes`: both indices of axis k are affine forms of what the
+// launch knows (dependence.hpp, form_eval), their values maybe unknown here.
 template <class S, class L, class Args>
-constexpr verdict may_hit(S const* s, L const* l, Args const* args, int equal_below, int later_level) {
+constexpr verdict may_hit(S const* s, L const* l, Args const* args, int equal_below, int later_level,
+                          unsigned affine_axes) {
   constexpr int rank = access_indices<S>::rank;
   verdict out = verdict::error;  // error: may hit; ok: proven disjoint
   [&]<std::size_t... Is>(std::index_sequence<Is...>) {
@@ -397,11 +400,13 @@ constexpr verdict may_hit(S const* s, L const* l, Args const* args, int equal_be
         }
       } else if constexpr (!refs_any_index_v<SE> && !refs_any_index_v<LE> &&
                            (!same_shape<SE, LE>::value || has_literals_v<SE>)) {
-        // Values that no loop index reaches but that are not plain
-        // arithmetic, such as elements of integer fields (x(step() + 1, i)
-        // against x(step(), i)): the launch's index forms read them and
-        // decide (dependence.hpp), or find that the kernel writes them.
-        if (out == verdict::error) out = verdict::unknown;
+        // Values that no loop index reaches, affine in what the launch
+        // knows but not plain arithmetic here, such as elements of integer
+        // fields the kernel does not write (x(step() + 1, i) against
+        // x(step(), i)): the launch's index forms read them and decide
+        // (dependence.hpp). Any other such index proves nothing.
+        if ((affine_axes >> K) & 1u)
+          if (out == verdict::error) out = verdict::unknown;
       }
     };
     (axis(std::integral_constant<std::size_t, Is>{}), ...);
