@@ -381,3 +381,32 @@ TEST_CASE("a loop body's assignments that nothing reads leave the gradient finit
     CHECK(f.x.grad().at(i) == Approx(9 + 128 * v).epsilon(1e-13));
   }
 }
+
+// The last iteration's assignment of a value the next iteration would read:
+// nothing reads it, so its adjoint is zero, and sqrt'(0) (infinite) must not
+// turn that zero into NaN.
+TEST_CASE("the value a loop's last iteration leaves for a next one leaves the gradient finite") {
+  static constexpr int n = 3;
+  std::vector<double> const xv{0.25, 1.0, 4.0};
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  x.copy_from(xv);
+  auto k = ctg::kernel<"last_carried_value">([](auto x, auto y) {
+    return ctg::range(n, [=](auto i) {
+      return ctg::let(0.0, [=](auto a) {
+        return ctg::range(3, [=](auto j) {
+          return ctg::block(y[i] += a * x[i], a = ctg::sqrt(x[i] * ctg::cast<double>(2 - j)));
+        });
+      });
+    });
+  });
+  k(x, y);
+  y.grad().fill(1.0);
+  k.grad(x, y);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double const v = xv[i], s = std::sqrt(v);
+    // y = 0 + sqrt(2x) x + sqrt(x) x = (sqrt(2) + 1) x^1.5
+    CHECK(y.at(i) == Approx((std::sqrt(2.0) + 1) * v * s).epsilon(1e-14));
+    CHECK(x.grad().at(i) == Approx(1.5 * (std::sqrt(2.0) + 1) * s).epsilon(1e-13));
+  }
+}

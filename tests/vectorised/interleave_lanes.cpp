@@ -159,3 +159,43 @@ TEST_CASE("lanes: vector functions beside per-frame nodes, two statements, two f
     }
   }
 }
+
+namespace {
+
+// u = log(x[i] (2 - j) + c) three times, c = 1 where x[i] > 1 and 0
+// elsewhere; s sums u x[i] before each. Where c = 0 the last u is log(0),
+// which nothing reads: its adjoint is zero and log'(0) infinite. Where
+// c = 1 the result reads it. The lanes of one step mix both.
+constexpr auto last_dead = ctg::kernel<"lanes_last_dead">([](auto x, auto out) {
+  return ctg::range(x.size(), [=](auto i) {
+    return ctg::let(0.0, 0.0, [=](auto u, auto s) {
+      auto const c = ctg::select(x[i] > 1.0, 1.0, 0.0);
+      return ctg::block(ctg::range(3, [=](auto j) {
+                          return ctg::block(s = s + u * x[i], u = ctg::log(x[i] * ctg::cast<double>(2 - j) + c));
+                        }),
+                        out[i] = s + ctg::select(x[i] > 1.0, u, 0.0));
+    });
+  });
+});
+
+}  // namespace
+
+TEST_CASE("lanes: a last value nothing reads leaves the gradient finite, beside lanes that read theirs") {
+  static_assert(decltype(last_dead)::interleaves_adjoint<d1, d1>());
+  for (int n : {7, 8, 9, 41}) {
+    d1 x({n}, {.name = "x"}), out({n}, {.name = "out"});
+    for (int i = 0; i < n; ++i) x.at(i) = 0.5 + 0.4 * (i % 3);  // 0.5, 0.9, 1.3: both kinds in every step
+    last_dead(x, out);
+    out.grad().fill(1.0);
+    x.zero_grad();
+    last_dead.grad(x, out);
+    for (int i = 0; i < n; ++i) {
+      INFO("n = " << n << ", i = " << i);
+      double const v = x.at(i), c = v > 1.0 ? 1.0 : 0.0;
+      // out = v (log(2v + c) + log(v + c)) (+ log(c) = 0 where c = 1)
+      REQUIRE(out.at(i) == Approx(v * (std::log(2 * v + c) + std::log(v + c))).epsilon(1e-12));
+      double const want = std::log(2 * v + c) + std::log(v + c) + v * (2 / (2 * v + c) + 1 / (v + c));
+      REQUIRE(x.grad().at(i) == Approx(want).epsilon(1e-12));
+    }
+  }
+}

@@ -52,6 +52,24 @@ CTG_HOST_DEVICE T zero() {
   return zero_of<T>();
 }
 
+// Whether an adjoint is zero in every coefficient. The adjoint of a local
+// is zero where nothing that the result depends on read its value: the
+// value a loop's last iteration leaves for a next one, a value a select
+// did not take. It then has no influence, and is not multiplied into the
+// partial derivatives of the expression that computed it, which may be
+// infinite there (sqrt at 0: 0 * inf would be NaN).
+template <class T>
+CTG_HOST_DEVICE bool is_zero_adjoint(T const& g) {
+  if constexpr (is_eigen_fixed_v<T>) {
+    bool zero = true;
+    CTG_UNROLL
+    for (int k = 0; k < int(T::SizeAtCompileTime); ++k) zero = zero && g.coeff(k) == scalar_of_t<T>(0);
+    return zero;
+  } else {
+    return g == T(0);
+  }
+}
+
 // Sums an adjoint over the coefficients a broadcast scalar was combined with.
 template <class A, class G>
 CTG_HOST_DEVICE auto reduce_to(G const& g) {

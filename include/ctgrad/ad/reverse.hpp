@@ -926,7 +926,8 @@ struct reverse {
         *p = zero<P>();
       } else {
         *p = zero<P>();
-        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        if constexpr (active<E>)
+          if (!is_zero_adjoint(g)) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }
   }
@@ -1053,7 +1054,7 @@ struct reverse {
         T const g = a;
         a = zero<T>();
         if constexpr (active<E> && assignment_read(Site))
-          backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+          if (!is_zero_adjoint(g)) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       } else {
         auto const& lhs = kid<0>(n);
         auto const g = update_coefficient<L>(a, [&](T& m) {
@@ -1067,7 +1068,8 @@ struct reverse {
           c = 0;
           return taken;
         });
-        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+        if constexpr (active<E>)
+          if (!is_zero_adjoint(g)) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }
   }
@@ -1093,7 +1095,8 @@ struct reverse {
       using T = std::remove_cvref_t<decltype(a)>;
       T const g = a;
       a = zero<T>();
-      if constexpr (active<E> && AN::init_read(Slot)) backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
+      if constexpr (active<E> && AN::init_read(Slot))
+        if (!is_zero_adjoint(g)) backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
     }
   }
 
