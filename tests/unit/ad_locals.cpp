@@ -410,3 +410,39 @@ TEST_CASE("the value a loop's last iteration leaves for a next one leaves the gr
     CHECK(x.grad().at(i) == Approx(1.5 * (std::sqrt(2.0) + 1) * s).epsilon(1e-13));
   }
 }
+
+// A let-local read only where a select, an if_ or a loop did not go: its
+// adjoint is zero, and sqrt'(0) (infinite) must not turn that into NaN.
+TEST_CASE("a local read only on paths not taken leaves the gradient finite") {
+  static constexpr int n = 3;
+  std::vector<double> const xv{0.0, 0.25, 4.0};
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  ctg::field<int, 0> trips({.name = "trips"});
+  auto k = ctg::kernel<"paths_not_taken">([](auto x, auto y, auto trips) {
+    return ctg::range(n, [=](auto i) {
+      return ctg::block(
+          ctg::let(ctg::sqrt(x[i]), [=](auto r) { return y[i] = ctg::select(x[i] > 0.0, r, 0.0) + x[i]; }),
+          ctg::let(ctg::sqrt(x[i]), [=](auto r) { return ctg::if_(x[i] > 0.0, y[i] += r, y[i] += 2.0 * x[i]); }),
+          ctg::let(ctg::sqrt(x[i]), [=](auto r) { return ctg::range(trips(), [=](auto) { return y[i] += r; }); }));
+    });
+  });
+  for (int t : {0, 1}) {
+    CAPTURE(t);
+    x.copy_from(xv);
+    trips.at() = t;
+    k(x, y, trips);
+    y.grad().fill(1.0);
+    x.zero_grad();
+    k.grad(x, y, trips);
+    for (int i = 0; i < n; ++i) {
+      CAPTURE(i);
+      double const v = xv[std::size_t(i)];
+      // y = x + (x > 0 ? sqrt(x) : 0) + (x > 0 ? sqrt(x) : 2x) + t sqrt(x)
+      double const want = v > 0 ? 1 + (2 + t) * 0.5 / std::sqrt(v) : (t == 0 ? 3.0 : INFINITY);
+      if (v > 0 || t == 0)
+        CHECK(x.grad().at(i) == Approx(want).epsilon(1e-13));
+      else
+        CHECK(x.grad().at(i) == want);  // read once at sqrt(0): sqrt'(0) is infinite, as the mathematics says
+    }
+  }
+}

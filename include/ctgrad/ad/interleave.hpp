@@ -298,7 +298,8 @@ struct interleaved_reverse {
         return taken;
       });
       bool every_lane_read = true;
-      for (int k = 0; k < W; ++k) every_lane_read = every_lane_read && !is_zero_adjoint(g[k]);
+      if constexpr (unbounded_partial_v<E>)
+        for (int k = 0; k < W; ++k) every_lane_read = every_lane_read && !is_zero_adjoint(g[k]);
       if (every_lane_read) {
         lane::backprop(kid<1>(n), lane::template record<false>(kid<1>(n), lanes), g, lanes);
       } else {
