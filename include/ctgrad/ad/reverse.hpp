@@ -234,11 +234,14 @@ template <int Slot, int Site, class C, class T, class E>
 inline constexpr bool read_on_every_path_v<Slot, node<op::if_<Site>, C, T, E>> = read_on_every_path_v<Slot, C>;
 template <int Slot, int Site, class C, class B>
 inline constexpr bool read_on_every_path_v<Slot, node<op::while_<Site>, C, B>> = read_on_every_path_v<Slot, C>;
+template <int Slot, class Bounds, class... K>
+struct read_in_loop_bounds;
+template <int Slot, std::size_t... Is, class... K>
+struct read_in_loop_bounds<Slot, std::index_sequence<Is...>, K...>
+    : std::bool_constant<(read_on_every_path_v<Slot, detail::tuple_element_t<Is, detail::tuple<K...>>> || ...)> {};
 template <int Slot, loop_kind LK, int Level, int Axes, int Site, class... K>
 inline constexpr bool read_on_every_path_v<Slot, node<op::loop<LK, Level, Axes, Site>, K...>> =
-    []<std::size_t... Is>(std::index_sequence<Is...>) {
-      return (read_on_every_path_v<Slot, detail::tuple_element_t<Is, detail::tuple<K...>>> || ...);
-    }(std::make_index_sequence<sizeof...(K) - 1>{});  // the bounds, not the body
+    read_in_loop_bounds<Slot, std::make_index_sequence<sizeof...(K) - 1>, K...>::value;  // the bounds, not the body
 template <int Slot, int Site, class T, class E>
 inline constexpr bool read_on_every_path_v<Slot, node<op::assign<Site>, node<op::local<Slot, T>>, E>> =
     read_on_every_path_v<Slot, E>;
