@@ -661,30 +661,58 @@ class kernel_t {
   // argument type checks each pass itself (ctgrad/mpi): a decomposed
   // field's kernels index the global grid, not the block it holds.
   template <class Kir, class Bound, class... A>
-  static detail::launch_rows<sizeof...(A)> rows_of(Kir const& kir, Bound const& bound, A const&... args) {
+  static detail::launch_rows<sizeof...(A)> rows_of(Kir const& kir, Bound const& bound, memory_space space,
+                                                    A const&... args) {
     constexpr std::size_t N = sizeof...(A);
     detail::launch_rows<N> rows;
     if constexpr (requires { ctg_launch_hook(Name.view(), true, kir, bound, args...); }) {
       for (std::size_t i = 0; i < N; ++i) rows.reads[i].add_all(), rows.writes[i].add_all();
     } else {
       eval::launch_status status{};
-      [&]<class... O>(detail::tuple<O...> const& offloads) {
-        [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-          (rows_of_offload<Kir::slots, offload_name<int(Is), A...>>(detail::get<Is>(offloads), bound, status, rows),
-           ...);
-        }(std::index_sequence_for<O...>{});
-      }(kir.offloads);
+      auto walk = [&]<unsigned long long Stable>(std::integral_constant<unsigned long long, Stable>) {
+        [&]<class... O>(detail::tuple<O...> const& offloads) {
+          [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+            (rows_of_offload<Kir::slots, offload_name<int(Is), A...>, Stable>(detail::get<Is>(offloads), bound,
+                                                                               status, rows),
+             ...);
+          }(std::index_sequence_for<O...>{});
+        }(kir.offloads);
+      };
+      // A row chosen by an integer field (x(step() + 1, i)) is read on the
+      // host, so only for host launches; on the device it counts as every row.
+      constexpr unsigned long long stable = stable_integer_fields<A...>();
+      if constexpr (stable != 0) {
+        if (space == memory_space::host) {
+          walk(std::integral_constant<unsigned long long, stable>{});
+          return rows;
+        }
+      }
+      walk(std::integral_constant<unsigned long long, 0>{});
     }
     return rows;
   }
-  template <int Slots, class Named, class Bound, std::size_t N>
+  // The integer fields a launch on arguments of these types reads and does
+  // not write (the first 64 parameters): fixed for the launch.
+  template <class... A>
+  static constexpr unsigned long long stable_integer_fields() {
+    unsigned long long fields = 0;
+    int i = 0;
+    auto one = [&]<class X>(X const*) {
+      if constexpr (is_field_v<X>)
+        if (std::is_integral_v<typename X::value_type> && i < 64) fields |= 1ull << i;
+      ++i;
+    };
+    (one(static_cast<A const*>(nullptr)), ...);
+    return fields & ~written_params<A...>();
+  }
+  template <int Slots, class Named, unsigned long long Stable, class Bound, std::size_t N>
   static void rows_of_offload(ir::named_t<Named> const& o, Bound const& bound, eval::launch_status& status,
                               detail::launch_rows<N>& rows) {
     using plan = typename backend::forward_pass::template plan<Bound, Named, Slots>;
     typename plan::template frame<false> host;
     host.args = &bound;
     host.status = &status;
-    eval::row_walk<decltype(host)> walk{host, rows.reads, rows.writes};
+    eval::row_walk<decltype(host), Stable> walk{host, rows.reads, rows.writes};
     if constexpr (requires { o.stmt; })
       walk.visit(o.stmt);
     else
@@ -753,7 +781,10 @@ class kernel_t {
   void check_unchanged_since_forward(unsigned long long needed, unsigned long long written, A const&... args) const {
     if (needed == 0) return;
     std::optional<std::uint64_t> const stamp = records().stamp_of(needed_buffers(needed, args...), numbers_of(args...));
-    auto rows = [&] { return rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...), args...); };
+    auto rows = [&] {
+      return rows_of(ir(args...), bind(std::index_sequence_for<A...>{}, args...),
+                     detail::launch_space(Name.view(), args...), args...);
+    };
     if (!stamp) {
       if ((needed & written) == 0 || !records().holds_every_launch()) return;
       // Rows the adjoint reads that the forward launch would have written.
@@ -818,7 +849,7 @@ class kernel_t {
     }(std::make_index_sequence<count>{});
     if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass> ||
                   std::is_same_v<Pass, backend::tangent_pass>)
-      return rows_of(kir, bound, args...);
+      return rows_of(kir, bound, space, args...);
     else
       return {};
   }

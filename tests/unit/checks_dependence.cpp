@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <vector>
 #include <ctgrad/ctgrad.hpp>
 
 using namespace ctg::literals;
@@ -463,6 +464,31 @@ TEST_CASE("rows chosen by an integer field the kernel does not write: decided at
   }
   CHECK(step.at() == steps);
   // d x(T, i) / d x(0, i) = cos(x(0, i)) cos(x(1, i)) ... cos(x(T - 1, i)).
+  for (int i = 0; i < cells; ++i) {
+    double v = 0.3 + 0.4 * i, want = 1.0;
+    for (int t = 0; t < steps; ++t) {
+      want *= std::cos(v);
+      v = std::sin(v);
+    }
+    CHECK(x.grad().at(0, i) == doctest::Approx(want).epsilon(1e-12));
+  }
+
+  // Without a tape: each launch reads its own step field, and the rows the
+  // later launches write (x(step() + 1, i)) are not the ones the earlier
+  // adjoints read. A step changed after its launch is refused (CTG-TAPE-003).
+  x.zero_grad();
+  std::vector<count_t> steps_of(steps);
+  for (int t = 0; t < steps; ++t) {
+    steps_of[std::size_t(t)].at() = t;
+    step_kernel(x, steps_of[std::size_t(t)]);
+  }
+  for (int i = 0; i < cells; ++i) x.grad().at(steps, i) = 1.0;
+  for (int t = steps - 1; t >= 1; --t) step_kernel.grad(x, steps_of[std::size_t(t)]);
+  steps_of[0].at() = 2;
+  CHECK_THROWS_WITH_AS(step_kernel.grad(x, steps_of[0]), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
+  steps_of[0].at() = 0;
+  step_kernel(x, steps_of[0]);
+  step_kernel.grad(x, steps_of[0]);
   for (int i = 0; i < cells; ++i) {
     double v = 0.3 + 0.4 * i, want = 1.0;
     for (int t = 0; t < steps; ++t) {

@@ -11,28 +11,32 @@
 namespace ctg::eval {
 
 // Whether an access with indices K touches one row, the one its first index
-// evaluates to at the launch (invariant), rather than every row.
-template <class... K>
+// evaluates to at the launch (invariant over it, reading at most the
+// integer fields in Stable: analysis::launch_invariant_v), rather than every
+// row.
+template <unsigned long long Stable, class... K>
 struct first_index_invariant : std::false_type {};
-template <class K0, class... K>
-struct first_index_invariant<K0, K...> : std::bool_constant<analysis::invariant_v<K0>> {};
+template <unsigned long long Stable, class K0, class... K>
+struct first_index_invariant<Stable, K0, K...> : std::bool_constant<analysis::launch_invariant_v<K0, Stable>> {};
 // Whether the rows a subtree touches follow from its type alone: it holds
 // no store or accumulation and no access of one row. Then it reads every
 // row of each field it accesses (ir::read_params_v).
-template <class N>
+template <class N, unsigned long long Stable>
 inline constexpr bool rows_from_type_v = true;
-template <class Op, class... K>
-inline constexpr bool rows_from_type_v<node<Op, K...>> =
-    !is_store_op<Op> && !is_atomic_op<Op> && !(is_access_op<Op> && first_index_invariant<K...>::value) &&
-    (rows_from_type_v<K> && ...);
+template <class Op, class... K, unsigned long long Stable>
+inline constexpr bool rows_from_type_v<node<Op, K...>, Stable> =
+    !is_store_op<Op> && !is_atomic_op<Op> && !(is_access_op<Op> && first_index_invariant<Stable, K...>::value) &&
+    (rows_from_type_v<K, Stable> && ...);
 
 // Walks lowered statements with `host`, a frame whose arguments are the
-// launch's (invariant expressions read nothing else). Kids are visited
+// launch's (invariant expressions read nothing else, but the elements of
+// the integer fields in Stable, which the launcher gives only when the host
+// can read them and the launch does not write them). Kids are visited
 // from visit itself, one instantiation level per level of the tree, and
 // only those that touch a field. A subtree whose rows follow from its type
 // is not walked: its fields' rows are all added at once (each visit is a
 // function named after its subtree, one per level of a deep expression).
-template <class Fr>
+template <class Fr, unsigned long long Stable = 0>
 struct row_walk {
   Fr& host;
   detail::row_set* reads;
@@ -40,7 +44,7 @@ struct row_walk {
 
   template <class Op, class... K>
   void visit(node<Op, K...> const& n) {
-    if constexpr (rows_from_type_v<node<Op, K...>>) {
+    if constexpr (rows_from_type_v<node<Op, K...>, Stable>) {
       read_all_rows(read_params_v<node<Op, K...>>);
     } else if constexpr (is_store_op<Op> || is_atomic_op<Op>) {
       target(kid<0>(n));
@@ -93,7 +97,7 @@ struct row_walk {
   }
   template <class Op, class... K>
   void first_row(node<Op, K...> const& access, detail::row_set& rows) {
-    if constexpr (first_index_invariant<K...>::value)
+    if constexpr (first_index_invariant<Stable, K...>::value)
       rows.add(int(forward::eval(kid<0>(access), host)));
     else
       rows.add_all();
