@@ -131,12 +131,22 @@ storage_use storage_use_of(A const& a) {
 // overlapping memory when one of them has a gradient or the kernel writes
 // one of them (the checks follow each parameter by its position: a value
 // written under one name would pass for unchanged under the other).
+inline bool storages_meet(storage_use const& a, storage_use const& b) {
+  return a.id && b.id && (a.id == b.id || layouts_overlap(a.id, a.layout, b.id, b.layout));
+}
 inline void check_shared_storage(std::string_view kernel, std::span<storage_use const> used, launch_args args) {
   for (std::size_t p = 0; p < used.size(); ++p)
     for (std::size_t q = p + 1; q < used.size(); ++q)
-      if (used[p].id && used[q].id && (used[p].grad || used[q].grad || used[p].written || used[q].written) &&
-          (used[p].id == used[q].id || layouts_overlap(used[p].id, used[p].layout, used[q].id, used[q].layout)))
+      if ((used[p].grad || used[q].grad || used[p].written || used[q].written) && storages_meet(used[p], used[q]))
         raise_shared_storage(kernel, int(p), int(q), args);
+}
+// Whether two arguments share a storage the kernel writes (a forward launch
+// allows it; the checks and the rows by position cannot follow it).
+inline bool shares_written_storage(std::span<storage_use const> used) {
+  for (std::size_t p = 0; p < used.size(); ++p)
+    for (std::size_t q = p + 1; q < used.size(); ++q)
+      if ((used[p].written || used[q].written) && storages_meet(used[p], used[q])) return true;
+  return false;
 }
 
 // The rows of each field argument a launch reads and writes (eval/rows.hpp).
@@ -525,11 +535,17 @@ class kernel_t {
   template <class... A>
   static void check_aliasing(A const&... args) {
     if constexpr (sizeof...(A) > 1) {
-      detail::storage_use used[] = {detail::storage_use_of(args)...};
-      constexpr unsigned long long written = written_params<A...>();
-      for (std::size_t i = 0; i < sizeof...(A); ++i) used[i].written = (written & ir::param_bit(int(i))) != 0;
+      auto const used = storage_uses(args...);
       detail::check_shared_storage(Name.view(), used, {detail::ref_of(args)...});
     }
+  }
+  // What the aliasing checks see of each argument (detail::storage_use).
+  template <class... A>
+  static std::array<detail::storage_use, sizeof...(A)> storage_uses(A const&... args) {
+    std::array<detail::storage_use, sizeof...(A)> used{detail::storage_use_of(args)...};
+    constexpr unsigned long long written = written_params<A...>();
+    for (std::size_t i = 0; i < sizeof...(A); ++i) used[i].written = (written & ir::param_bit(int(i))) != 0;
+    return used;
   }
 
   template <class Offloads>
@@ -679,10 +695,12 @@ class kernel_t {
         }(kir.offloads);
       };
       // A row chosen by an integer field (x(step() + 1, i)) is read on the
-      // host, so only for host launches; on the device it counts as every row.
+      // host, so only for host launches; on the device it counts as every
+      // row, and so it does when the field is also passed under a name the
+      // kernel writes.
       constexpr unsigned long long stable = stable_integer_fields<A...>();
       if constexpr (stable != 0) {
-        if (space == memory_space::host) {
+        if (space == memory_space::host && !detail::shares_written_storage(storage_uses(args...))) {
           walk(std::integral_constant<unsigned long long, stable>{});
           return rows;
         }

@@ -559,6 +559,18 @@ TEST_CASE("an integer field passed twice, the kernel writing it under one name: 
   k(x, step, step);
   x.grad().at(1, 0) = 1.0;
   CHECK_THROWS_WITH_AS(k.grad(x, step, step), doctest::Contains("CTG-AD-012"), ctg::autodiff_error);
+  // A forward launch may pass it twice; the rows it wrote then count as all
+  // rows, since the step it chose them by has changed: an adjoint that read
+  // row 1 before this launch rewrote it is refused.
+  auto square_row1 = ctg::kernel<"square_row_one">([](auto x, auto y) {
+    return ctg::range(x.shape(ctg::c<1>), [=](auto i) { return y[i] = x(1, i) * x(1, i); });
+  });
+  vec_t y(1);
+  step.at() = 0;
+  square_row1(x, y);
+  k(x, step, step);  // writes row 1, then step = 2
+  y.grad().at(0) = 1.0;
+  CHECK_THROWS_WITH_AS(square_row1.grad(x, y), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
   // Two fields: the kernel leaves `step` alone, and the gradient is cos(0.5).
   x.zero_grad();
   k(x, step, other);
