@@ -52,37 +52,6 @@ CTG_HOST_DEVICE T zero() {
   return zero_of<T>();
 }
 
-// Whether an adjoint is zero in every coefficient. The adjoint of a local
-// is zero where nothing that the result depends on read its value: the
-// value a loop's last iteration leaves for a next one, a value a select
-// did not take. It then has no influence, and is not multiplied into the
-// partial derivatives of the expression that computed it, which may be
-// infinite there (sqrt at 0: 0 * inf would be NaN).
-template <class T>
-CTG_HOST_DEVICE bool is_zero_adjoint(T const& g) {
-  if constexpr (is_eigen_fixed_v<T>) {
-    bool nonzero = false;
-    CTG_UNROLL
-    for (int k = 0; k < int(T::SizeAtCompileTime); ++k) nonzero |= g.coeff(k) != scalar_of_t<T>(0);
-    return !nonzero;
-  } else {
-    return g == T(0);
-  }
-}
-
-// Whether every partial derivative of Fn is finite at finite operands: no
-// gradient at all, the operands themselves (+, -, *, dot, cross, ...), or a
-// bounded function (sin, tanh, abs, norm with norm'(0) = 0, ...). The
-// others (sqrt at 0, a division by 0, log, an inverse, exp past overflow)
-// can be infinite, and a zero adjoint times them is NaN.
-template <class Fn>
-inline constexpr bool bounded_partials_v =
-    Fn::kind == ir::fn::grad_kind::none ||
-    detail::one_of<Fn, ir::fn::neg, ir::fn::add, ir::fn::sub, ir::fn::mul, ir::fn::cmul, ir::fn::dot, ir::fn::norm_sqr,
-                   ir::fn::norm, ir::fn::cross, ir::fn::outer, ir::fn::transpose, ir::fn::trace, ir::fn::det,
-                   ir::fn::min, ir::fn::max, ir::fn::sin, ir::fn::cos, ir::fn::tanh, ir::fn::atan, ir::fn::erf,
-                   ir::fn::abs>;
-
 // Sums an adjoint over the coefficients a broadcast scalar was combined with.
 template <class A, class G>
 CTG_HOST_DEVICE auto reduce_to(G const& g) {

@@ -297,18 +297,7 @@ struct interleaved_reverse {
         a = zero<T>();
         return taken;
       });
-      bool every_lane_read = true;
-      if constexpr (unbounded_partial_v<E>)
-        for (int k = 0; k < W; ++k) every_lane_read = every_lane_read && !is_zero_adjoint(g[k]);
-      if (every_lane_read) {
-        lane::backprop(kid<1>(n), lane::template record<false>(kid<1>(n), lanes), g, lanes);
-      } else {
-        // A lane whose value nothing read adds nothing (R::rev): the others
-        // on their own, as their iterations alone.
-        for (int k = 0; k < W; ++k)
-          if (!is_zero_adjoint(g[k]))
-            R::template backprop<false>(kid<1>(n), R::template record<false>(kid<1>(n), lanes[k]), g[k], lanes[k]);
-      }
+      lane::backprop(kid<1>(n), lane::template record<false>(kid<1>(n), lanes), g, lanes);
     } else {
       for (int k = 0; k < W; ++k) R::rev(n, lanes[k]);
     }

@@ -201,50 +201,6 @@ struct access_paths<I, node<Op, K...>, std::index_sequence<P...>, std::index_seq
   using type = std::conditional_t<own(), detail::concat_t<detail::type_list<std::index_sequence<P...>>, below>, below>;
 };
 
-// Whether an expression's adjoint can meet a partial derivative that is
-// infinite at finite values (bounded_partials_v): a zero adjoint must then
-// not be multiplied in. Nothing passes through stop_grad; a custom rule may
-// be anything.
-template <class E>
-inline constexpr bool unbounded_partial_v = false;
-template <class Op, class... K>
-inline constexpr bool unbounded_partial_v<node<Op, K...>> = (unbounded_partial_v<K> || ...);
-template <class Fn, class... K>
-inline constexpr bool unbounded_partial_v<node<op::math<Fn>, K...>> =
-    !bounded_partials_v<Fn> || (unbounded_partial_v<K> || ...);
-template <class N, class F, class... K>
-inline constexpr bool unbounded_partial_v<node<op::custom<N, F>, K...>> = true;
-template <class K>
-inline constexpr bool unbounded_partial_v<node<op::stop_grad, K>> = false;
-
-// Whether a statement reads local Slot on every path through it: outside
-// the arms of a select, the branches of an if_ and the bodies of loops
-// (which may not run), and not as the target of an assignment. A local
-// read only there can end with a zero adjoint (the arm not taken) although
-// the kernel's result depends on the value elsewhere.
-template <int Slot, class N>
-inline constexpr bool read_on_every_path_v = false;
-template <int Slot, class T>
-inline constexpr bool read_on_every_path_v<Slot, node<op::local<Slot, T>>> = true;
-template <int Slot, class Op, class... K>
-inline constexpr bool read_on_every_path_v<Slot, node<Op, K...>> = (read_on_every_path_v<Slot, K> || ...);
-template <int Slot, class C, class A, class B>
-inline constexpr bool read_on_every_path_v<Slot, node<op::select, C, A, B>> = read_on_every_path_v<Slot, C>;
-template <int Slot, int Site, class C, class T, class E>
-inline constexpr bool read_on_every_path_v<Slot, node<op::if_<Site>, C, T, E>> = read_on_every_path_v<Slot, C>;
-template <int Slot, int Site, class C, class B>
-inline constexpr bool read_on_every_path_v<Slot, node<op::while_<Site>, C, B>> = read_on_every_path_v<Slot, C>;
-template <int Slot, class Bounds, class... K>
-struct read_in_loop_bounds;
-template <int Slot, std::size_t... Is, class... K>
-struct read_in_loop_bounds<Slot, std::index_sequence<Is...>, K...>
-    : std::bool_constant<(read_on_every_path_v<Slot, detail::tuple_element_t<Is, detail::tuple<K...>>> || ...)> {};
-template <int Slot, loop_kind LK, int Level, int Axes, int Site, class... K>
-inline constexpr bool read_on_every_path_v<Slot, node<op::loop<LK, Level, Axes, Site>, K...>> =
-    read_in_loop_bounds<Slot, std::make_index_sequence<sizeof...(K) - 1>, K...>::value;  // the bounds, not the body
-template <int Slot, int Site, class T, class E>
-inline constexpr bool read_on_every_path_v<Slot, node<op::assign<Site>, node<op::local<Slot, T>>, E>> =
-    read_on_every_path_v<Slot, E>;
 
 // WithPrimal: each store and accumulation also writes its value, when the
 // sweep reaches it (ad/fusion.hpp says when that equals the forward pass).
@@ -970,11 +926,7 @@ struct reverse {
         *p = zero<P>();
       } else {
         *p = zero<P>();
-        if constexpr (active<E>) {
-          if constexpr (unbounded_partial_v<E>)
-            if (is_zero_adjoint(g)) return;
-          backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
-        }
+        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }
   }
@@ -1100,14 +1052,8 @@ struct reverse {
       if constexpr (std::is_same_v<L, node<op::local<slot, T>>>) {
         T const g = a;
         a = zero<T>();
-        if constexpr (active<E> && assignment_read(Site)) {
-          // The value a loop's last iteration leaves for a next one, or one
-          // read only where a select or an if_ did not go, has a zero
-          // adjoint that passes nothing on (is_zero_adjoint).
-          if constexpr (unbounded_partial_v<E>)
-            if (is_zero_adjoint(g)) return;
+        if constexpr (active<E> && assignment_read(Site))
           backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
-        }
       } else {
         auto const& lhs = kid<0>(n);
         auto const g = update_coefficient<L>(a, [&](T& m) {
@@ -1121,11 +1067,7 @@ struct reverse {
           c = 0;
           return taken;
         });
-        if constexpr (active<E>) {
-          if constexpr (unbounded_partial_v<E>)
-            if (is_zero_adjoint(g)) return;
-          backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
-        }
+        if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       }
     }
   }
@@ -1141,24 +1083,17 @@ struct reverse {
     constexpr std::size_t count = sizeof...(S);
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       constexpr int slots[] = {S...};
-      using body = detail::tuple_element_t<count, detail::tuple<K...>>;
-      (rev_init<slots[count - 1 - Is], body>(detail::get<count - 1 - Is>(n.kids), f), ...);
+      (rev_init<slots[count - 1 - Is]>(detail::get<count - 1 - Is>(n.kids), f), ...);
     }(std::make_index_sequence<count>{});
   }
-  template <int Slot, class Body, class E, class Fr>
+  template <int Slot, class E, class Fr>
   CTG_HOST_DEVICE static void rev_init(E const& init, Fr& f) {
     if constexpr (active_slot(Slot)) {
       auto& a = detail::get<Slot>(f.adj);
       using T = std::remove_cvref_t<decltype(a)>;
       T const g = a;
       a = zero<T>();
-      if constexpr (active<E> && AN::init_read(Slot)) {
-        // A local that the body may not read on the path taken: a zero
-        // adjoint passes nothing on (is_zero_adjoint).
-        if constexpr (unbounded_partial_v<E> && !read_on_every_path_v<Slot, Body>)
-          if (is_zero_adjoint(g)) return;
-        backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
-      }
+      if constexpr (active<E> && AN::init_read(Slot)) backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
     }
   }
 
