@@ -127,13 +127,14 @@ storage_use storage_use_of(A const& a) {
   else
     return {};
 }
+// Whether two arguments' elements share a storage or overlapping memory.
+inline bool storages_meet(storage_use const& a, storage_use const& b) {
+  return a.id && b.id && (a.id == b.id || layouts_overlap(a.id, a.layout, b.id, b.layout));
+}
 // Raises CTG-AD-012 for the first two arguments that share a storage or
 // overlapping memory when one of them has a gradient or the kernel writes
 // one of them (the checks follow each parameter by its position: a value
 // written under one name would pass for unchanged under the other).
-inline bool storages_meet(storage_use const& a, storage_use const& b) {
-  return a.id && b.id && (a.id == b.id || layouts_overlap(a.id, a.layout, b.id, b.layout));
-}
 inline void check_shared_storage(std::string_view kernel, std::span<storage_use const> used, launch_args args) {
   for (std::size_t p = 0; p < used.size(); ++p)
     for (std::size_t q = p + 1; q < used.size(); ++q)
