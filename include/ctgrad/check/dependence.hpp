@@ -239,6 +239,9 @@ struct access_space {
   bound lo[max_levels][max_axes] = {};
   bound hi[max_levels][max_axes] = {};
   bool in_scope[max_levels][max_axes] = {};
+  // One more than the deepest level entered: the levels from here on are
+  // neither in scope nor known, so the walks over them stop here.
+  int levels = 0;
 };
 
 // The index ranges of one loop node (its bounds over the ranges around it).
@@ -258,6 +261,7 @@ constexpr void enter_loop(Loop const* n, Ev const& ev, access_space& space) {
     space.lo[l][a] = {lo[a].lo, lo[a].known};
     space.hi[l][a] = {hi[a].hi - 1, hi[a].known};
     space.in_scope[l][a] = true;
+    if (l + 1 > space.levels) space.levels = l + 1;
   }
 }
 
@@ -409,7 +413,7 @@ constexpr bool may_equal(affine_form const& fa, affine_form const& fb, access_sp
 // Whether the relations can hold at all for the loops they constrain (two
 // distinct iterations need a range of two or more).
 constexpr bool relations_possible(access_space const& sa, relations const& rel) {
-  for (int l = 0; l < max_levels; ++l)
+  for (int l = 0; l < sa.levels; ++l)
     for (int a = 0; a < max_axes; ++a) {
       relation const r = rel.r[l][a];
       if (r == relation::before || r == relation::after)
@@ -420,7 +424,7 @@ constexpr bool relations_possible(access_space const& sa, relations const& rel) 
 
 // Whether an access never runs: a loop around it has a known empty range.
 constexpr bool never_runs(access_space const& s) {
-  for (int l = 0; l < max_levels; ++l)
+  for (int l = 0; l < s.levels; ++l)
     for (int a = 0; a < max_axes; ++a)
       if (s.in_scope[l][a] && s.lo[l][a].known && s.hi[l][a].known && s.hi[l][a].v < s.lo[l][a].v) return true;
   return false;
