@@ -546,15 +546,22 @@ struct field_storage {
   // A launch wrote `rows` of the first axis (of `extent`) and nothing else.
   CTG_NOINLINE void note_rows_write(int which, row_set const& rows, std::int64_t extent) {
     buffer_state& b = state[which];
-    bool const tracked = !rows.all() && extent > 0 && extent <= buffer_state::max_tracked_rows;
-    bool in_range = tracked;
+    bool in_range = !rows.all() && tracks_rows(extent);
     for (int k = 0; in_range && k < rows.count; ++k) in_range = rows.rows[k] >= 0 && rows.rows[k] < extent;
     note_write(which, !in_range);
     if (!in_range) return;
-    if (b.row_stamps.size() != std::size_t(extent)) b.row_stamps.assign(std::size_t(extent), 0);
-    std::uint64_t const stamp = next_write_stamp();
+    std::uint64_t const stamp = new_row_stamp(b, extent);
     for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;
-    b.latest_row_stamp = stamp;
+  }
+  // Whether writes of a buffer whose first axis has `extent` rows are
+  // stamped row by row (otherwise each counts as a write of the whole).
+  static bool tracks_rows(std::int64_t extent) { return extent > 0 && extent <= buffer_state::max_tracked_rows; }
+  // A stamp for a write of some of those rows: the table of row stamps
+  // sized to them, the stamp noted as the latest.
+  static std::uint64_t new_row_stamp(buffer_state& b, std::int64_t extent) {
+    if (b.row_stamps.size() != std::size_t(extent)) b.row_stamps.assign(std::size_t(extent), 0);
+    b.latest_row_stamp = next_write_stamp();
+    return b.latest_row_stamp;
   }
   // A launch wrote `rows` (as note_rows_write), recorded by `recorder`, the
   // tape recording on the launching thread (or none).
@@ -641,18 +648,16 @@ struct field_storage {
   }
   void stamp_changed_rows(buffer_state& b, unsigned char const* now) const {
     std::int64_t const rows = b.first_axis_extent;
-    if (rows <= 0 || rows > buffer_state::max_tracked_rows || bytes % std::size_t(rows) != 0) {
+    if (!tracks_rows(rows) || bytes % std::size_t(rows) != 0) {
       b.bulk_stamp = next_write_stamp();
       return;
     }
-    if (b.row_stamps.size() != std::size_t(rows)) b.row_stamps.assign(std::size_t(rows), 0);
-    std::uint64_t const stamp = next_write_stamp();
+    std::uint64_t const stamp = new_row_stamp(b, rows);
     std::size_t const row_bytes = bytes / std::size_t(rows);
     for (std::int64_t r = 0; r < rows; ++r) {
       std::size_t const at = std::size_t(r) * row_bytes;
       if (std::memcmp(b.snapshot.data() + at, now + at, row_bytes) != 0) b.row_stamps[std::size_t(r)] = stamp;
     }
-    b.latest_row_stamp = stamp;
   }
   // The current values are those the adjoint of the forward launch just run
   // reads (k.grad without a tape): a touch from now on is compared.

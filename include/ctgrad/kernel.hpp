@@ -135,19 +135,23 @@ inline bool storages_meet(storage_use const& a, storage_use const& b) {
 // overlapping memory when one of them has a gradient or the kernel writes
 // one of them (the checks follow each parameter by its position: a value
 // written under one name would pass for unchanged under the other).
-inline void check_shared_storage(std::string_view kernel, std::span<storage_use const> used, launch_args args) {
+// The first two arguments whose elements meet where `matters(one, other)`
+// holds for one of them: their positions, or -1 for none.
+template <class Matters>
+std::pair<int, int> first_shared(std::span<storage_use const> used, Matters matters) {
   for (std::size_t p = 0; p < used.size(); ++p)
     for (std::size_t q = p + 1; q < used.size(); ++q)
-      if ((used[p].grad || used[q].grad || used[p].written || used[q].written) && storages_meet(used[p], used[q]))
-        raise_shared_storage(kernel, int(p), int(q), args);
+      if ((matters(used[p]) || matters(used[q])) && storages_meet(used[p], used[q])) return {int(p), int(q)};
+  return {-1, -1};
+}
+inline void check_shared_storage(std::string_view kernel, std::span<storage_use const> used, launch_args args) {
+  auto const [p, q] = first_shared(used, [](storage_use const& u) { return u.grad || u.written; });
+  if (p >= 0) raise_shared_storage(kernel, p, q, args);
 }
 // Whether two arguments share a storage the kernel writes (a forward launch
 // allows it; the checks and the rows by position cannot follow it).
 inline bool shares_written_storage(std::span<storage_use const> used) {
-  for (std::size_t p = 0; p < used.size(); ++p)
-    for (std::size_t q = p + 1; q < used.size(); ++q)
-      if ((used[p].written || used[q].written) && storages_meet(used[p], used[q])) return true;
-  return false;
+  return first_shared(used, [](storage_use const& u) { return u.written; }).first >= 0;
 }
 
 // The rows of each field argument a launch reads and writes (eval/rows.hpp).
@@ -686,14 +690,12 @@ class kernel_t {
       for (std::size_t i = 0; i < N; ++i) rows.reads[i].add_all(), rows.writes[i].add_all();
     } else {
       eval::launch_status status{};
-      auto walk = [&]<unsigned long long Stable>(std::integral_constant<unsigned long long, Stable>) {
-        [&]<class... O>(detail::tuple<O...> const& offloads) {
-          [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-            (rows_of_offload<Kir::slots, offload_name<int(Is), A...>, Stable>(detail::get<Is>(offloads), bound,
-                                                                               status, rows),
-             ...);
-          }(std::index_sequence_for<O...>{});
-        }(kir.offloads);
+      constexpr auto offloads = std::make_index_sequence<decltype(kir.offloads)::size>{};
+      auto walk = [&]<unsigned long long Stable, std::size_t... Is>(std::integral_constant<unsigned long long, Stable>,
+                                                                     std::index_sequence<Is...>) {
+        (rows_of_offload<Kir::slots, offload_name<int(Is), A...>, Stable>(detail::get<Is>(kir.offloads), bound, status,
+                                                                           rows),
+         ...);
       };
       // A row chosen by an integer field (x(step() + 1, i)) is read on the
       // host, so only for host launches; on the device it counts as every
@@ -702,11 +704,11 @@ class kernel_t {
       constexpr unsigned long long stable = stable_integer_fields<A...>();
       if constexpr (stable != 0) {
         if (space == memory_space::host && !detail::shares_written_storage(storage_uses(args...))) {
-          walk(std::integral_constant<unsigned long long, stable>{});
+          walk(std::integral_constant<unsigned long long, stable>{}, offloads);
           return rows;
         }
       }
-      walk(std::integral_constant<unsigned long long, 0>{});
+      walk(std::integral_constant<unsigned long long, 0>{}, offloads);
     }
     return rows;
   }
@@ -758,6 +760,15 @@ class kernel_t {
     };
     (one(args), ...);
   }
+  // The position of the first field argument in `params` for which
+  // pred(field, position) holds, or -1.
+  template <class Pred, class... A>
+  static int first_field_in(unsigned long long params, Pred&& pred, A const&... args) {
+    int found = -1;
+    for_fields_in(
+        params, [&](auto const& a, int i) { if (found < 0 && pred(a, i)) found = i; }, args...);
+    return found;
+  }
   template <class... A>
   static detail::buffer_list needed_buffers(unsigned long long needed, A const&... args) {
     detail::buffer_list out;
@@ -808,25 +819,15 @@ class kernel_t {
       if ((needed & written) == 0 || !records().holds_every_launch()) return;
       // Rows the adjoint reads that the forward launch would have written.
       auto const touched = rows();
-      int own = -1;
-      for_fields_in(
-          needed & written,
-          [&](auto const&, int i) {
-            if (own < 0 && touched.reads[i].meets(touched.writes[i])) own = i;
-          },
-          args...);
+      int const own = first_field_in(
+          needed & written, [&](auto const&, int i) { return touched.reads[i].meets(touched.writes[i]); }, args...);
       if (own >= 0) detail::raise_grad_before_forward(Name.view(), own, {detail::ref_of(args)...});
       return;
     }
     if constexpr (CTG_HOST_WRITE_CHECKS) for_fields_in(needed, [](auto const& a, int) { a.settle(); }, args...);
     auto const touched = rows();
-    int changed = -1;
-    for_fields_in(
-        needed,
-        [&](auto const& a, int i) {
-          if (changed < 0 && a.rows_written_after(touched.reads[i], *stamp)) changed = i;
-        },
-        args...);
+    int const changed = first_field_in(
+        needed, [&](auto const& a, int i) { return a.rows_written_after(touched.reads[i], *stamp); }, args...);
     if (changed >= 0) detail::raise_changed_since_forward(Name.view(), changed, {detail::ref_of(args)...});
   }
 

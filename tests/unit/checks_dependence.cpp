@@ -464,14 +464,17 @@ TEST_CASE("rows chosen by an integer field the kernel does not write: decided at
   }
   CHECK(step.at() == steps);
   // d x(T, i) / d x(0, i) = cos(x(0, i)) cos(x(1, i)) ... cos(x(T - 1, i)).
-  for (int i = 0; i < cells; ++i) {
-    double v = 0.3 + 0.4 * i, want = 1.0;
-    for (int t = 0; t < steps; ++t) {
-      want *= std::cos(v);
-      v = std::sin(v);
+  auto check_chain_gradient = [&] {
+    for (int i = 0; i < cells; ++i) {
+      double v = 0.3 + 0.4 * i, want = 1.0;
+      for (int t = 0; t < steps; ++t) {
+        want *= std::cos(v);
+        v = std::sin(v);
+      }
+      CHECK(x.grad().at(0, i) == doctest::Approx(want).epsilon(1e-12));
     }
-    CHECK(x.grad().at(0, i) == doctest::Approx(want).epsilon(1e-12));
-  }
+  };
+  check_chain_gradient();
 
   // Without a tape: each launch reads its own step field, and the rows the
   // later launches write (x(step() + 1, i)) are not the ones the earlier
@@ -489,14 +492,7 @@ TEST_CASE("rows chosen by an integer field the kernel does not write: decided at
   steps_of[0].at() = 0;
   step_kernel(x, steps_of[0]);
   step_kernel.grad(x, steps_of[0]);
-  for (int i = 0; i < cells; ++i) {
-    double v = 0.3 + 0.4 * i, want = 1.0;
-    for (int t = 0; t < steps; ++t) {
-      want *= std::cos(v);
-      v = std::sin(v);
-    }
-    CHECK(x.grad().at(0, i) == doctest::Approx(want).epsilon(1e-12));
-  }
+  check_chain_gradient();
 
   // The same rows from a field the kernel itself writes afterwards: refused,
   // since the adjoint would read the step the kernel left.

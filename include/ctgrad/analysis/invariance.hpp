@@ -16,24 +16,22 @@ template <class Op>
 inline constexpr bool varies_per_iteration_op =
     ir::is_local_op<Op> || ir::is_access_op<Op> || ir::is_loop_index_op<Op>;
 
-template <class E>
-inline constexpr bool invariant_v = false;
-template <class Op, class... K>
-inline constexpr bool invariant_v<ir::node<Op, K...>> = !varies_per_iteration_op<Op> && (invariant_v<K> && ...);
-
 // Invariant over one launch, given Stable, the field parameters whose
 // elements the launch does not change (bit i: parameter i; ir::param_bit):
-// as invariant_v, and an element of an integer field in Stable at
-// invariant indices also counts (a step kept in a field, `x(step() + 1, i)`).
-// Only the launcher can say which fields those are, and that the host can
-// read them (eval/rows.hpp).
+// an element of an integer field in Stable at invariant indices counts too
+// (a step kept in a field, `x(step() + 1, i)`). Only the launcher can say
+// which fields those are, and that the host can read them (eval/rows.hpp).
 template <class E, unsigned long long Stable>
-inline constexpr bool launch_invariant_v = invariant_v<E>;
+inline constexpr bool launch_invariant_v = false;
 template <class Op, class... K, unsigned long long Stable>
 inline constexpr bool launch_invariant_v<ir::node<Op, K...>, Stable> =
     !varies_per_iteration_op<Op> && (launch_invariant_v<K, Stable> && ...);
 template <int I, class T, int R, bool G, bool D, class... K, unsigned long long Stable>
 inline constexpr bool launch_invariant_v<ir::node<ir::op::access<I, T, R, G, D, ir::buffer::primal>, K...>, Stable> =
     std::is_integral_v<T> && (Stable & ir::param_bit(I)) != 0 && (launch_invariant_v<K, Stable> && ...);
+
+// Invariant over every loop: no field element at all.
+template <class E>
+inline constexpr bool invariant_v = launch_invariant_v<E, 0>;
 
 }  // namespace ctg::analysis

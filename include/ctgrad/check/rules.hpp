@@ -755,6 +755,13 @@ struct kernel_checks {
     return {fallback == verdict::ok ? verdict::unknown : fallback, true};
   }
 
+  // order_verdict, judged with these numbers only when the types left it open.
+  template <bool Later, std::size_t A, std::size_t B, std::size_t I, std::size_t J>
+  static constexpr pair_verdict order_judged(offloads_t const* offs, Args const* args, bool at_launch) {
+    constexpr pair_verdict typed = order_verdict<Later, A, B, I, J>(nullptr, nullptr, false);
+    return with_numbers<true>(typed, offs, args, [&] { return order_verdict<Later, A, B, I, J>(offs, args, at_launch); });
+  }
+
   // Per field parameter: the D3 verdict (can the adjoint read it as the
   // kernel left it?) and the mirror's (does every needed read see the value
   // the field held when the launch began?).
@@ -793,9 +800,7 @@ struct kernel_checks {
         using SJ = detail::tuple_element_t<J, EB>;
         constexpr int p = detail::tuple_element_t<I, EA>::access::op_type::param;
         if constexpr (B >= A) {
-          constexpr pair_verdict typed = order_verdict<true, A, B, I, J>(nullptr, nullptr, false);
-          pair_verdict const v =
-              with_numbers<true>(typed, offs, args, [&] { return order_verdict<true, A, B, I, J>(offs, args, at_launch); });
+          pair_verdict const v = order_judged<true, A, B, I, J>(offs, args, at_launch);
           if (v.unknowns && !at_launch) r.wants_values = true;
           if constexpr (p < tracked_params) {
             if (po[p].overwritten != verdict::error && v.v != verdict::ok) {
@@ -808,9 +813,7 @@ struct kernel_checks {
           }
         }
         if constexpr (B <= A && p < tracked_params) {
-          constexpr pair_verdict typed = order_verdict<false, A, B, I, J>(nullptr, nullptr, false);
-          pair_verdict const v =
-              with_numbers<true>(typed, offs, args, [&] { return order_verdict<false, A, B, I, J>(offs, args, at_launch); });
+          pair_verdict const v = order_judged<false, A, B, I, J>(offs, args, at_launch);
           if (v.unknowns && !at_launch) r.wants_values = true;
           po[p].preceded = either(po[p].preceded, v.v);
         }
