@@ -5,8 +5,9 @@
 // Why paired timing: this kind of machine drifts by up to 1.6x over minutes,
 // so timing ctgrad in one benchmark and the hand-written code in another
 // compares two different machines. Here every benchmark iteration runs all
-// of its variants back to back (rotating which goes first), each after its own
-// untimed setup, and the ratios are sums of times over the same iterations.
+// of its variants back to back, in an order that changes every iteration,
+// each after its own untimed setup, and the ratios are sums of times over
+// the same iterations.
 #pragma once
 #include <benchmark/benchmark.h>
 
@@ -88,9 +89,14 @@ inline double seconds(std::function<void()> const& f) {
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
-// Runs every variant once per benchmark iteration, in an order that rotates
-// each iteration; the benchmark's own time is variant 0's. Returns the summed
-// seconds of each variant over the timed iterations.
+// Runs every variant once per benchmark iteration; the benchmark's own time
+// is variant 0's. Returns the summed seconds of each variant over the timed
+// iterations. The order steps through every permutation of the variants in
+// turn, not a rotation: a rotation keeps each variant's predecessor fixed
+// (with three variants, variant 0 always runs right after variant 2), and a
+// variant that leaves the machine slower for a while after it (a
+// contended-atomic reference heats or idles the cores) would then always
+// slow the same neighbour.
 template <std::size_t N>
 std::array<double, N> paired(benchmark::State& state, std::array<variant, N> const& v) {
   for (auto const& x : v) {  // warm-up: page faults, pool start, instruction cache
@@ -98,18 +104,18 @@ std::array<double, N> paired(benchmark::State& state, std::array<variant, N> con
     x.run();
   }
   std::array<double, N> total{};
-  std::size_t first = 0;
+  std::array<std::size_t, N> order{};
+  for (std::size_t k = 0; k < N; ++k) order[k] = k;
   for (auto _ : state) {
     double mine = 0;
-    for (std::size_t k = 0; k < N; ++k) {
-      std::size_t const which = (first + k) % N;
+    for (std::size_t const which : order) {
       v[which].setup();
       double const s = seconds(v[which].run);
       total[which] += s;
       if (which == 0) mine = s;
     }
     state.SetIterationTime(mine);
-    first = (first + 1) % N;
+    std::next_permutation(order.begin(), order.end());  // wraps to the first after the last
   }
   return total;
 }
