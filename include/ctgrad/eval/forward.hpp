@@ -44,7 +44,7 @@ CTG_HOST_DEVICE T convert(V const& v) {
 template <class View, class Fr, class... I>
 CTG_HOST_DEVICE auto* element_pointer(View const& v, buffer which, int param, Fr& f, I... idx) {
 #if CTG_BOUNDS_CHECK
-  if (!v.in_bounds(idx...)) {
+  if (!v.in_bounds(idx...)) [[unlikely]] {
     report_index(f.status, param, idx...);
     return static_cast<typename View::value_type*>(nullptr);
   }

@@ -31,13 +31,21 @@ CTG_HOST_DEVICE bool claim_failure(launch_status* s, failure what) {
 #endif
 }
 
-template <class... I>
-CTG_HOST_DEVICE void report_index(launch_status* s, int param, I... idx) {
+// The failure path of every checked access, out of line: inlined at each
+// access (a compare-and-swap and the stores of the index), it made a checked
+// kernel's chunk function several times the size of an unchecked one, and
+// as many times slower to compile and optimise.
+CTG_HOST_DEVICE CTG_NOINLINE void report_index_at(launch_status* s, int param, int rank, long long const* index) {
   if (s == nullptr || !claim_failure(s, failure::index_out_of_range)) return;
   s->param = param;
-  s->rank = int(sizeof...(I));
-  int k = 0;
-  ((s->index[k++] = (long long)(idx)), ...);
+  s->rank = rank;
+  for (int k = 0; k < rank; ++k) s->index[k] = index[k];
+}
+
+template <class... I>
+CTG_HOST_DEVICE void report_index(launch_status* s, int param, I... idx) {
+  long long const index[sizeof...(I) + 1] = {(long long)(idx)..., 0};
+  report_index_at(s, param, int(sizeof...(I)), index);
 }
 
 }  // namespace ctg::eval
