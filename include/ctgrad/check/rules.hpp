@@ -507,9 +507,7 @@ struct kernel_checks {
         event_row{E::kind, E::needed, E::access::op_type::param, E::access::op_type::which == buffer::primal,
                   differentiable_access<typename E::access>()}...};
   };
-  // The indices k < N for which match(k) holds, in order; a pair of events
-  // (i, j) is the index i * (events of the second offload) + j. The count
-  // comes first, as the list's size.
+  // The indices k < N for which match(k) holds, in order, the count first.
   template <std::size_t N, class Match>
   static constexpr std::size_t count_matching(Match match) {
     std::size_t n = 0;
@@ -524,19 +522,50 @@ struct kernel_checks {
       if (match(k)) out[n++] = k;
     return out;
   }
+  // The pairs of events (i, j), i < NA of the first offload and j < NB of the
+  // second, for which first(i) and match(i, j) hold, as the indices i * NB + j
+  // in order, the count first. `first` tests the pair's rare side (a write, or
+  // a read of a field the other side writes) so that a body of n accesses
+  // costs about n constant evaluations plus its pairs, not n * n: a block of
+  // 260 statements that each read x[i] has 68,000 pairs of accesses and no
+  // pair to judge.
+  template <std::size_t NA, std::size_t NB, class First, class Match>
+  static constexpr std::size_t count_pairs(First first, Match match) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < NA; ++i)
+      if (first(i))
+        for (std::size_t j = 0; j < NB; ++j) n += match(i, j) ? 1 : 0;
+    return n;
+  }
+  template <std::size_t NA, std::size_t NB, std::size_t Count, class First, class Match>
+  static constexpr std::array<std::size_t, Count> pairs_matching(First first, Match match) {
+    std::array<std::size_t, Count> out{};
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < NA; ++i)
+      if (first(i))
+        for (std::size_t j = 0; j < NB; ++j)
+          if (match(i, j)) out[n++] = i * NB + j;
+    return out;
+  }
+  template <std::size_t NA, std::size_t NB, class First, class Match>
+  static constexpr auto event_pairs(First first, Match match) {
+    return pairs_matching<NA, NB, count_pairs<NA, NB>(first, match)>(first, match);
+  }
 
   // D2 pairs: a write (i) and a read (j) of one differentiable field, both
   // in offload K.
+  static constexpr bool is_differentiable_write(event_row const& w) {
+    return (w.kind == access_kind::store || w.kind == access_kind::accumulate) && w.differentiable;
+  }
   static constexpr bool d2_match(event_row const& w, event_row const& l) {
-    return (w.kind == access_kind::store || w.kind == access_kind::accumulate) && w.differentiable &&
-           l.kind == access_kind::load && l.param == w.param && l.differentiable;
+    return is_differentiable_write(w) && l.kind == access_kind::load && l.param == w.param && l.differentiable;
   }
   template <std::size_t K>
   static constexpr auto d2_pairs = [] {
     using rows = event_rows<events<K>>;
-    constexpr std::size_t n = rows::size, stride = n > 0 ? n : 1;  // never divided by zero
-    constexpr auto match = [](std::size_t k) { return d2_match(rows::rows[k / stride], rows::rows[k % stride]); };
-    return indices_matching<n * n, count_matching<n * n>(match)>(match);
+    constexpr auto write = [](std::size_t i) { return is_differentiable_write(rows::rows[i]); };
+    constexpr auto match = [](std::size_t i, std::size_t j) { return d2_match(rows::rows[i], rows::rows[j]); };
+    return event_pairs<rows::size, rows::size>(write, match);
   }();
 
   // A pair's verdict on these offloads and arguments, given the verdict the
@@ -647,11 +676,11 @@ struct kernel_checks {
   template <std::size_t K>
   static constexpr auto d5_pairs = [] {
     using rows = event_rows<events<K>>;
-    constexpr std::size_t n = rows::size, stride = n > 0 ? n : 1;
-    constexpr auto match = [](std::size_t k) {
-      return d5_match(rows::rows[k / stride], rows::rows[k % stride], k % stride >= k / stride);
+    constexpr auto store = [](std::size_t i) {
+      return rows::rows[i].kind == access_kind::store && rows::rows[i].differentiable;
     };
-    return indices_matching<n * n, count_matching<n * n>(match)>(match);
+    constexpr auto match = [](std::size_t i, std::size_t j) { return d5_match(rows::rows[i], rows::rows[j], j >= i); };
+    return event_pairs<rows::size, rows::size>(store, match);
   }();
 
   template <std::size_t K>
@@ -775,6 +804,7 @@ struct kernel_checks {
 
   // D3 pairs: a needed read of a field's values in offload A (i) and a
   // write of them in offload B (j).
+  static constexpr unsigned long long field_bit(int param) { return param < 0 ? ~0ull : param_bit(param); }
   static constexpr bool order_match(event_row const& l, event_row const& w) {
     return l.kind == access_kind::load && l.needed && l.primal &&
            (w.kind == access_kind::store || w.kind == access_kind::accumulate) && w.param == l.param && w.primal;
@@ -783,9 +813,15 @@ struct kernel_checks {
   static constexpr auto order_pair_list = [] {
     using rows_a = event_rows<events<A>>;
     using rows_b = event_rows<events<B>>;
-    constexpr std::size_t n = rows_a::size * rows_b::size, stride = rows_b::size > 0 ? rows_b::size : 1;
-    constexpr auto match = [](std::size_t k) { return order_match(rows_a::rows[k / stride], rows_b::rows[k % stride]); };
-    return indices_matching<n, count_matching<n>(match)>(match);
+    constexpr unsigned long long written_b = [] {  // the primal fields B writes, a bit per parameter
+      unsigned long long bits = 0;
+      for (std::size_t j = 0; j < rows_b::size; ++j)
+        if (rows_b::rows[j].kind != access_kind::load && rows_b::rows[j].primal) bits |= field_bit(rows_b::rows[j].param);
+      return bits;
+    }();
+    constexpr auto read = [](std::size_t i) { return (field_bit(rows_a::rows[i].param) & written_b) != 0; };
+    constexpr auto match = [](std::size_t i, std::size_t j) { return order_match(rows_a::rows[i], rows_b::rows[j]); };
+    return event_pairs<rows_a::size, rows_b::size>(read, match);
   }();
 
   template <std::size_t A, std::size_t B>
