@@ -130,6 +130,18 @@ TEST_CASE("out-of-range indices inside a kernel raise after the launch, naming k
   CHECK_THROWS_WITH_AS(k(x, y), "kernel 'shifted': index (4) is out of range for parameter #0 (field 'x', shape (4))",
                        ctg::index_error);
 }
+
+TEST_CASE("an out-of-range index of a 2-D access inside a kernel is reported with both of its indices") {
+  ctg::field<float, 2> g({2, 3}, {.name = "g"}), out({2, 3}, {.name = "out"});
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) g.at(i, j) = float(10 * i + j);
+  // Only iteration (1, 2) reads outside: g(1, 3).
+  auto k = ctg::kernel<"diagonal_shift">(
+      [](auto g, auto out) { return ctg::each(out, [=](auto i, auto j) { return out(i, j) = g(i, j + i); }); });
+  CHECK_THROWS_WITH_AS(k(g, out),
+                       "kernel 'diagonal_shift': index (1, 3) is out of range for parameter #0 (field 'g', shape (2, 3))",
+                       ctg::index_error);
+}
 #endif
 
 TEST_CASE("launch errors: empty handles and device fields without CUDA") {
