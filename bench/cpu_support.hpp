@@ -91,12 +91,14 @@ inline double seconds(std::function<void()> const& f) {
 
 // Runs every variant once per benchmark iteration; the benchmark's own time
 // is variant 0's. Returns the summed seconds of each variant over the timed
-// iterations. The order steps through every permutation of the variants in
-// turn, not a rotation: a rotation keeps each variant's predecessor fixed
-// (with three variants, variant 0 always runs right after variant 2), and a
-// variant that leaves the machine slower for a while after it (a
-// contended-atomic reference heats or idles the cores) would then always
-// slow the same neighbour.
+// iterations. The order rotates every iteration, so that over N iterations
+// each variant runs once in each position, and every N iterations the cycle
+// it rotates changes (the next arrangement of variants 1..N-1 behind variant
+// 0), so that each variant also follows each of the others. A rotation of
+// one cycle alone keeps each variant's predecessor fixed (with three
+// variants, variant 0 always ran right after variant 2), and a variant that
+// leaves the machine slower for a while (a contended-atomic reference)
+// would then always slow the same neighbour.
 template <std::size_t N>
 std::array<double, N> paired(benchmark::State& state, std::array<variant, N> const& v) {
   for (auto const& x : v) {  // warm-up: page faults, pool start, instruction cache
@@ -104,18 +106,23 @@ std::array<double, N> paired(benchmark::State& state, std::array<variant, N> con
     x.run();
   }
   std::array<double, N> total{};
-  std::array<std::size_t, N> order{};
-  for (std::size_t k = 0; k < N; ++k) order[k] = k;
+  std::array<std::size_t, N> cycle{};
+  for (std::size_t k = 0; k < N; ++k) cycle[k] = k;
+  std::size_t shift = 0;
   for (auto _ : state) {
     double mine = 0;
-    for (std::size_t const which : order) {
+    for (std::size_t k = 0; k < N; ++k) {
+      std::size_t const which = cycle[(shift + k) % N];
       v[which].setup();
       double const s = seconds(v[which].run);
       total[which] += s;
       if (which == 0) mine = s;
     }
     state.SetIterationTime(mine);
-    std::next_permutation(order.begin(), order.end());  // wraps to the first after the last
+    if (++shift == N) {
+      shift = 0;
+      std::next_permutation(cycle.begin() + 1, cycle.end());  // wraps to the first after the last
+    }
   }
   return total;
 }
