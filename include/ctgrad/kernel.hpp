@@ -131,12 +131,8 @@ storage_use storage_use_of(A const& a) {
 inline bool storages_meet(storage_use const& a, storage_use const& b) {
   return a.id && b.id && (a.id == b.id || layouts_overlap(a.id, a.layout, b.id, b.layout));
 }
-// Raises CTG-AD-012 for the first two arguments that share a storage or
-// overlapping memory when one of them has a gradient or the kernel writes
-// one of them (the checks follow each parameter by its position: a value
-// written under one name would pass for unchanged under the other).
-// The first two arguments whose elements meet where `matters(one, other)`
-// holds for one of them: their positions, or -1 for none.
+// The first two arguments whose elements meet, where `matters` holds for
+// one of them: their positions, or -1 for none.
 template <class Matters>
 std::pair<int, int> first_shared(std::span<storage_use const> used, Matters matters) {
   for (std::size_t p = 0; p < used.size(); ++p)
@@ -144,6 +140,10 @@ std::pair<int, int> first_shared(std::span<storage_use const> used, Matters matt
       if ((matters(used[p]) || matters(used[q])) && storages_meet(used[p], used[q])) return {int(p), int(q)};
   return {-1, -1};
 }
+// Raises CTG-AD-012 for the first two arguments that share a storage or
+// overlapping memory when one of them has a gradient or the kernel writes
+// one of them (the checks follow each parameter by its position: a value
+// written under one name would pass for unchanged under the other).
 inline void check_shared_storage(std::string_view kernel, std::span<storage_use const> used, launch_args args) {
   auto const [p, q] = first_shared(used, [](storage_use const& u) { return u.grad || u.written; });
   if (p >= 0) raise_shared_storage(kernel, p, q, args);
@@ -720,7 +720,7 @@ class kernel_t {
     int i = 0;
     auto one = [&]<class X>(X const*) {
       if constexpr (is_field_v<X>)
-        if (std::is_integral_v<typename X::value_type> && i < 64) fields |= 1ull << i;
+        if (std::is_integral_v<typename X::value_type> && i < 64) fields |= ir::param_bit(i);
       ++i;
     };
     (one(static_cast<A const*>(nullptr)), ...);

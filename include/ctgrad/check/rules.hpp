@@ -669,16 +669,17 @@ struct kernel_checks {
 
   // D5 pairs: a store (i) into a differentiable field, and a store (j >= i:
   // each pair once, a store with itself included) or an accumulation of it.
+  static constexpr bool is_differentiable_store(event_row const& s) {
+    return s.kind == access_kind::store && s.differentiable;
+  }
   static constexpr bool d5_match(event_row const& s, event_row const& w, bool later) {
-    return s.kind == access_kind::store && s.differentiable && w.param == s.param && w.differentiable &&
+    return is_differentiable_store(s) && w.param == s.param && w.differentiable &&
            (w.kind == access_kind::accumulate || (w.kind == access_kind::store && later));
   }
   template <std::size_t K>
   static constexpr auto d5_pairs = [] {
     using rows = event_rows<events<K>>;
-    constexpr auto store = [](std::size_t i) {
-      return rows::rows[i].kind == access_kind::store && rows::rows[i].differentiable;
-    };
+    constexpr auto store = [](std::size_t i) { return is_differentiable_store(rows::rows[i]); };
     constexpr auto match = [](std::size_t i, std::size_t j) { return d5_match(rows::rows[i], rows::rows[j], j >= i); };
     return event_pairs<rows::size, rows::size>(store, match);
   }();
@@ -804,7 +805,6 @@ struct kernel_checks {
 
   // D3 pairs: a needed read of a field's values in offload A (i) and a
   // write of them in offload B (j).
-  static constexpr unsigned long long field_bit(int param) { return param < 0 ? ~0ull : param_bit(param); }
   static constexpr bool order_match(event_row const& l, event_row const& w) {
     return l.kind == access_kind::load && l.needed && l.primal &&
            (w.kind == access_kind::store || w.kind == access_kind::accumulate) && w.param == l.param && w.primal;
@@ -813,13 +813,9 @@ struct kernel_checks {
   static constexpr auto order_pair_list = [] {
     using rows_a = event_rows<events<A>>;
     using rows_b = event_rows<events<B>>;
-    constexpr unsigned long long written_b = [] {  // the primal fields B writes, a bit per parameter
-      unsigned long long bits = 0;
-      for (std::size_t j = 0; j < rows_b::size; ++j)
-        if (rows_b::rows[j].kind != access_kind::load && rows_b::rows[j].primal) bits |= field_bit(rows_b::rows[j].param);
-      return bits;
-    }();
-    constexpr auto read = [](std::size_t i) { return (field_bit(rows_a::rows[i].param) & written_b) != 0; };
+    constexpr auto read = [](std::size_t i) {
+      return (param_bit(rows_a::rows[i].param) & written_in<events<B>>::mask) != 0;
+    };
     constexpr auto match = [](std::size_t i, std::size_t j) { return order_match(rows_a::rows[i], rows_b::rows[j]); };
     return event_pairs<rows_a::size, rows_b::size>(read, match);
   }();
