@@ -96,3 +96,26 @@
 #define CTG_VERSION_MAJOR 0
 #define CTG_VERSION_MINOR 1
 #define CTG_VERSION_PATCH 0
+
+// Separate compilation of the runtime. The library's host bookkeeping that
+// no template parameter shapes (the tape, a field's storage and versions,
+// the reports of failed launches) is plain code that every translation unit
+// launching a kernel used to compile again: about three seconds of a test
+// file's build, most of its object. With CTG_SEPARATE_COMPILATION=1 defined
+// for the whole program, the headers only declare those functions, and the
+// one translation unit that includes <ctgrad/src.hpp> defines them. Without
+// it (the default) the library stays header-only and they are inline.
+#if !defined(CTG_SEPARATE_COMPILATION)
+#  define CTG_SEPARATE_COMPILATION 0
+#endif
+#if CTG_SEPARATE_COMPILATION
+#  define CTG_RUNTIME_INLINE
+#  if defined(CTG_COMPILING_RUNTIME)
+#    define CTG_RUNTIME_DEFINITIONS 1
+#  else
+#    define CTG_RUNTIME_DEFINITIONS 0
+#  endif
+#else
+#  define CTG_RUNTIME_INLINE inline
+#  define CTG_RUNTIME_DEFINITIONS 1
+#endif

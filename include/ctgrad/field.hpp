@@ -75,7 +75,6 @@ inline constexpr flags dual = flags::dual;
 // out of plain fields so that their addressing stays a row-major offset.
 inline constexpr flags strided = flags::strided;
 
-
 struct field_options {
   std::string_view name{};
   memory_space space = memory_space::host;
@@ -236,7 +235,9 @@ CTG_HOST_DEVICE auto* buffer_element(View const& v, int which, I... idx) {
 // How messages of the memory layer name a field's buffer: "field 'x'".
 inline std::string field_what(std::string const& name) { return "field '" + name + "'"; }
 
-inline std::string describe_index(std::initializer_list<std::int64_t> idx) {
+CTG_RUNTIME_INLINE std::string describe_index(std::initializer_list<std::int64_t> idx);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE std::string describe_index(std::initializer_list<std::int64_t> idx) {
   std::ostringstream os;
   os << '(';
   bool first = true;
@@ -247,6 +248,7 @@ inline std::string describe_index(std::initializer_list<std::int64_t> idx) {
   os << ')';
   return os.str();
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // The stamp of a write: a process-wide count, so that writes to any buffer
 // can be ordered against a launch (k.grad compares them with its forward
@@ -342,7 +344,9 @@ struct block_form {
   std::int64_t stride[4] = {};
   std::int64_t extent[4] = {};
 };
-inline block_form blocks_of(element_layout const& l) {
+CTG_RUNTIME_INLINE block_form blocks_of(element_layout const& l);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE block_form blocks_of(element_layout const& l) {
   int order[4] = {0, 1, 2, 3};
   int const rank = std::clamp(l.rank, 0, 4);
   for (int k = 1; k < rank; ++k)  // insertion sort by stride (at most 4 axes)
@@ -362,8 +366,14 @@ inline block_form blocks_of(element_layout const& l) {
   }
   return f;
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
+
 // The byte ranges of every block, sorted.
-inline std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_ranges(std::uintptr_t base, block_form const& f) {
+CTG_RUNTIME_INLINE std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_ranges(std::uintptr_t base,
+                                                                                       block_form const& f);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_ranges(std::uintptr_t base,
+                                                                                       block_form const& f) {
   std::int64_t n = 1;
   for (int a = 0; a < f.axes; ++a) n *= f.extent[a];
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> out;
@@ -381,13 +391,18 @@ inline std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_ranges(std::
   std::sort(out.begin(), out.end());
   return out;
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // Whether two buffers share a byte. Exact for the layouts views have in
 // practice (members of one array of structs, sub-blocks of a matrix): the
 // bytes of each lie at fixed residues modulo the gcd of all strides; other
 // cases list the blocks, or, beyond a few million of them, count as
 // overlapping.
-inline bool layouts_overlap(void const* a, element_layout const& la, void const* b, element_layout const& lb) {
+CTG_RUNTIME_INLINE bool layouts_overlap(void const* a, element_layout const& la, void const* b,
+                                        element_layout const& lb);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE bool layouts_overlap(void const* a, element_layout const& la, void const* b,
+                                        element_layout const& lb) {
   if (a == b && la.count() > 0 && lb.count() > 0) return true;
   std::int64_t const span_a = la.span(), span_b = lb.span();
   if (span_a == 0 || span_b == 0) return false;
@@ -418,12 +433,16 @@ inline bool layouts_overlap(void const* a, element_layout const& la, void const*
   }
   return false;
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // Copies every element of `from` (laid out as `src`) to `to` (laid out as
 // `dst`, same extents), one copy_rows of `space` per row of the innermost
 // axis (on the device either side may be device memory).
-inline void copy_elements(void* to, element_layout const& dst, void const* from, element_layout const& src,
-                          memory_space space, std::string const& what) {
+CTG_RUNTIME_INLINE void copy_elements(void* to, element_layout const& dst, void const* from, element_layout const& src,
+                                      memory_space space, std::string const& what);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE void copy_elements(void* to, element_layout const& dst, void const* from, element_layout const& src,
+                                      memory_space space, std::string const& what) {
   std::int64_t const n = src.count();
   if (n == 0) return;
   int const inner = src.rank - 1;
@@ -443,6 +462,7 @@ inline void copy_elements(void* to, element_layout const& dst, void const* from,
     }
   }
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // One allocation holding the values and, when the type asks, the gradient and
 // tangent buffers. Zero-initialised, 64-byte aligned on the host.
@@ -479,52 +499,22 @@ struct field_storage {
 
   void* buffer(int which) const { return which == 0 ? primal : which == 1 ? grad : dual; }
   // Where buffer `which`'s elements lie, and whether they are not packed.
-  element_layout layout_of(int which) const {
-    element_layout l = layout;
-    if (packed_companion[which]) l.pack();
-    return l;
-  }
+  element_layout layout_of(int which) const;
   bool strided_buffer(int which) const { return strided && !packed_companion[which]; }
 
   void* allocate() const { return allocate_bytes(bytes); }
   // Zeroed memory in this storage's space (what release() frees). When the
   // allocation fails, the blocks cached for copies are freed and it runs once
   // more.
-  void* allocate_bytes(std::size_t requested) const {
-    std::size_t const n = requested ? requested : 1;
-    std::string const what = field_what(name);
-    return memory::in_space(space, [&](auto tag) {
-      void* p = detail::copy_cache::after_trim_if_needed(tag.space == memory_space::device,
-                                                        [&] { return tag.allocate(n, what); });
-      tag.zero(p, n, what);
-      return p;
-    });
-  }
+  void* allocate_bytes(std::size_t requested) const;
   // Where copies of this storage's values (a tape's saved versions) take
   // their blocks from and give them back to.
   detail::copy_cache& copy_blocks() const { return detail::copy_cache::of(space == memory_space::device); }
-  void release(void* p) noexcept {
-    memory::in_space(space, [p](auto tag) { tag.release(p); });
-  }
+  void release(void* p) noexcept;
   // Copies `bytes` between two buffers of this storage's memory space. With a
   // strided layout one side is a buffer of this storage and the other a
   // packed copy: the copy gathers from it or scatters into it.
-  void copy_within_space(void* dst, void const* src) const {
-    if (bytes == 0) return;
-    bool const into_buffer = dst == primal || dst == grad || dst == dual;
-    void const* const buffer_side = into_buffer ? dst : src;
-    int const which = buffer_side == primal ? 0 : buffer_side == grad ? 1 : 2;
-    if (strided_buffer(which)) {
-      element_layout packed_layout = layout;
-      packed_layout.pack();
-      if (into_buffer)
-        copy_elements(dst, layout, src, packed_layout, space, field_what(name));
-      else
-        copy_elements(dst, packed_layout, src, layout, space, field_what(name));
-      return;
-    }
-    memory::in_space(space, [&](auto tag) { tag.copy(dst, src, bytes, field_what(name)); });
-  }
+  void copy_within_space(void* dst, void const* src) const;
 
   // ---- write tracking ---------------------------------------------------------------------------
   // A write of the whole buffer (bulk) or of some rows of it (a launch,
@@ -532,165 +522,234 @@ struct field_storage {
   // pending touch is compared first, so that a host write to other rows is
   // not lost (the launch's own rows differ too, and get its stamp right
   // after); and the other rows still hold what a forward launch left.
-  void note_write(int which, bool bulk = true) {
-    buffer_state& b = state[which];
-    if (CTG_HOST_WRITE_CHECKS && !bulk && b.touched) settle(which);
-    b.touched = false;
-    b.snapshot.clear();
-    std::uint64_t const before = b.version++;
-    if (bulk)
-      b.bulk_stamp = next_write_stamp();
-    else if (b.forward_watched == before)
-      b.forward_watched = b.version;
-  }
+  void note_write(int which, bool bulk = true);
   // A launch wrote `rows` of the first axis (of `extent`) and nothing else.
-  CTG_NOINLINE void note_rows_write(int which, row_set const& rows, std::int64_t extent) {
-    buffer_state& b = state[which];
-    bool in_range = !rows.all() && tracks_rows(extent);
-    for (int k = 0; in_range && k < rows.count; ++k) in_range = rows.rows[k] >= 0 && rows.rows[k] < extent;
-    note_write(which, !in_range);
-    if (!in_range) return;
-    std::uint64_t const stamp = new_row_stamp(b, extent);
-    for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;
-  }
+  void note_rows_write(int which, row_set const& rows, std::int64_t extent);
   // Whether writes of a buffer whose first axis has `extent` rows are
   // stamped row by row (otherwise each counts as a write of the whole).
   static bool tracks_rows(std::int64_t extent) { return extent > 0 && extent <= buffer_state::max_tracked_rows; }
   // A stamp for a write of some of those rows: the table of row stamps
   // sized to them, the stamp noted as the latest.
-  static std::uint64_t new_row_stamp(buffer_state& b, std::int64_t extent) {
-    if (b.row_stamps.size() != std::size_t(extent)) b.row_stamps.assign(std::size_t(extent), 0);
-    b.latest_row_stamp = next_write_stamp();
-    return b.latest_row_stamp;
-  }
+  static std::uint64_t new_row_stamp(buffer_state& b, std::int64_t extent);
   // A launch wrote `rows` (as note_rows_write), recorded by `recorder`, the
   // tape recording on the launching thread (or none).
-  CTG_NOINLINE void note_launch_write(int which, row_set const& rows, std::int64_t extent, void const* recorder) {
-    note_rows_write(which, rows, extent);
-    buffer_state& b = state[which];
-    b.launch_version = b.version;
-    b.launch_stamp = next_write_stamp();
-    b.launch_recorder = recorder;
-  }
+  void note_launch_write(int which, row_set const& rows, std::int64_t extent, void const* recorder);
 
   // Whether a launch, a whole-buffer operation or a host write of elements
   // (CTG_HOST_WRITE_CHECKS) wrote any of `rows` after the write stamped
   // `stamp`.
-  CTG_NOINLINE bool rows_written_after(int which, row_set const& rows, std::uint64_t stamp) const {
-    buffer_state const& b = state[which];
-    if (b.bulk_stamp > stamp) return true;
-    if (b.latest_row_stamp <= stamp) return false;
-    if (rows.all()) return true;
-    for (int k = 0; k < rows.count; ++k) {
-      std::size_t const r = std::size_t(rows.rows[k]);
-      if (rows.rows[k] < 0 || r >= b.row_stamps.size() || b.row_stamps[r] > stamp) return true;
-    }
-    return false;
-  }
+  bool rows_written_after(int which, row_set const& rows, std::uint64_t stamp) const;
   // `extent`: the extent of the first axis of the handle that touched it (0
   // for rank 0), by whose rows a snapshot that differs is compared.
   // The copy is taken under settle_mutex: a launch on another thread that
   // reads the field may be settling or watching it.
-  CTG_NOINLINE void touch(int which, std::int64_t extent) {
-    buffer_state& b = state[which];
-    if (b.touched) return;
-    std::lock_guard lock(settle_mutex);
-    if (b.touched) return;
-    b.touched = true;
-    b.first_axis_extent = extent;
-    bool const needed = b.watched == b.version || (CTG_HOST_WRITE_CHECKS && b.forward_watched == b.version);
-    if (needed && space == memory_space::host) gather(which, b.snapshot);
-  }
+  void touch(int which, std::int64_t extent);
   // The host buffer's elements, packed.
-  void gather(int which, std::vector<unsigned char>& out) const {
-    auto const* p = static_cast<unsigned char const*>(buffer(which));
-    if (!strided_buffer(which)) {
-      out.assign(p, p + bytes);
-      return;
-    }
-    out.resize(bytes);
-    element_layout packed_layout = layout;
-    packed_layout.pack();
-    copy_elements(out.data(), packed_layout, p, layout, memory_space::host, name);
-  }
+  void gather(int which, std::vector<unsigned char>& out) const;
   // Turns a touch into a write, unless a snapshot shows nothing changed. A
   // snapshot that differs also stamps the rows that differ (all of them past
   // max_tracked_rows), as a launch writing them would, so that k.grad sees
   // the host's write among the launches'.
-  CTG_NOINLINE void settle(int which) {
-    std::lock_guard lock(settle_mutex);
-    settle_locked(which);
-  }
-  void settle_locked(int which) {
-    buffer_state& b = state[which];
-    if (!b.touched) return;
-    b.touched = false;
-    if (bytes == 0) return;
-    if (b.snapshot.size() != bytes) {  // nothing to compare: a write of the version only
-      b.snapshot.clear();
-      ++b.version;
-      return;
-    }
-    std::vector<unsigned char> gathered;
-    unsigned char const* now = static_cast<unsigned char const*>(buffer(which));
-    if (strided_buffer(which)) {
-      gather(which, gathered);
-      now = gathered.data();
-    }
-    if (std::memcmp(b.snapshot.data(), now, bytes) != 0) {
-      // The rows the host did not write still hold what a forward launch
-      // left: its adjoint keeps watching them.
-      std::uint64_t const before = b.version++;
-      if (b.forward_watched == before) b.forward_watched = b.version;
-      stamp_changed_rows(b, now);
-    }
-    b.snapshot.clear();  // keeps its memory for the next touch
-  }
-  void stamp_changed_rows(buffer_state& b, unsigned char const* now) const {
-    std::int64_t const rows = b.first_axis_extent;
-    if (!tracks_rows(rows) || bytes % std::size_t(rows) != 0) {
-      b.bulk_stamp = next_write_stamp();
-      return;
-    }
-    std::uint64_t const stamp = new_row_stamp(b, rows);
-    std::size_t const row_bytes = bytes / std::size_t(rows);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::size_t const at = std::size_t(r) * row_bytes;
-      if (std::memcmp(b.snapshot.data() + at, now + at, row_bytes) != 0) b.row_stamps[std::size_t(r)] = stamp;
-    }
-  }
+  void settle(int which);
+  void settle_locked(int which);
+  void stamp_changed_rows(buffer_state& b, unsigned char const* now) const;
   // The current values are those the adjoint of the forward launch just run
   // reads (k.grad without a tape): a touch from now on is compared.
   // Launches on several threads may read one field at once, and each
   // watches it: under settle_mutex, as settling is.
-  void watch_for_adjoint(int which) {
-    std::lock_guard lock(settle_mutex);
-    settle_locked(which);
-    state[which].forward_watched = state[which].version;
-  }
+  void watch_for_adjoint(int which);
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.
-  void check_alive(std::string const& field_name) const {
-    if (watch_owner && memory_owner.expired())
-      throw launch_error("CTG-FIELD-009 field '" + field_name +
-                         "' views memory whose owner is gone (the object given as .owner expired): the view "
-                         "outlived its memory. Fix: keep the memory alive while any handle on the view is, or "
-                         "view it again");
-    if (space == memory_space::device && primal && memory::device_space::compiled) {
-      memory::pointer_kind const kind = memory::device_space::kind_of(primal);
-      if (kind != memory::pointer_kind::device && kind != memory::pointer_kind::managed)
-        throw launch_error("CTG-FIELD-009 field '" + field_name +
-                           "' views device memory that is no longer allocated (cudaFree'd?): the view outlived its "
-                           "memory. Fix: free the memory only after the last handle on the view is gone");
-    }
-  }
+  void check_alive(std::string const& field_name) const;
 
-  ~field_storage() {
-    if (owned[0]) release(primal);
-    if (owned[1]) release(grad);
-    if (owned[2]) release(dual);
-  }
+  ~field_storage();
 };
+
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE element_layout field_storage::layout_of(int which) const {
+  element_layout l = layout;
+  if (packed_companion[which]) l.pack();
+  return l;
+}
+
+CTG_RUNTIME_INLINE void* field_storage::allocate_bytes(std::size_t requested) const {
+  std::size_t const n = requested ? requested : 1;
+  std::string const what = field_what(name);
+  return memory::in_space(space, [&](auto tag) {
+    void* p = detail::copy_cache::after_trim_if_needed(tag.space == memory_space::device,
+                                                       [&] { return tag.allocate(n, what); });
+    tag.zero(p, n, what);
+    return p;
+  });
+}
+
+CTG_RUNTIME_INLINE void field_storage::release(void* p) noexcept {
+  memory::in_space(space, [p](auto tag) { tag.release(p); });
+}
+
+CTG_RUNTIME_INLINE void field_storage::copy_within_space(void* dst, void const* src) const {
+  if (bytes == 0) return;
+  bool const into_buffer = dst == primal || dst == grad || dst == dual;
+  void const* const buffer_side = into_buffer ? dst : src;
+  int const which = buffer_side == primal ? 0 : buffer_side == grad ? 1 : 2;
+  if (strided_buffer(which)) {
+    element_layout packed_layout = layout;
+    packed_layout.pack();
+    if (into_buffer)
+      copy_elements(dst, layout, src, packed_layout, space, field_what(name));
+    else
+      copy_elements(dst, packed_layout, src, layout, space, field_what(name));
+    return;
+  }
+  memory::in_space(space, [&](auto tag) { tag.copy(dst, src, bytes, field_what(name)); });
+}
+
+CTG_RUNTIME_INLINE void field_storage::note_write(int which, bool bulk) {
+  buffer_state& b = state[which];
+  if (CTG_HOST_WRITE_CHECKS && !bulk && b.touched) settle(which);
+  b.touched = false;
+  b.snapshot.clear();
+  std::uint64_t const before = b.version++;
+  if (bulk)
+    b.bulk_stamp = next_write_stamp();
+  else if (b.forward_watched == before)
+    b.forward_watched = b.version;
+}
+
+CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::note_rows_write(int which, row_set const& rows,
+                                                                    std::int64_t extent) {
+  buffer_state& b = state[which];
+  bool in_range = !rows.all() && tracks_rows(extent);
+  for (int k = 0; in_range && k < rows.count; ++k) in_range = rows.rows[k] >= 0 && rows.rows[k] < extent;
+  note_write(which, !in_range);
+  if (!in_range) return;
+  std::uint64_t const stamp = new_row_stamp(b, extent);
+  for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;
+}
+
+CTG_RUNTIME_INLINE std::uint64_t field_storage::new_row_stamp(buffer_state& b, std::int64_t extent) {
+  if (b.row_stamps.size() != std::size_t(extent)) b.row_stamps.assign(std::size_t(extent), 0);
+  b.latest_row_stamp = next_write_stamp();
+  return b.latest_row_stamp;
+}
+
+CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::note_launch_write(int which, row_set const& rows,
+                                                                      std::int64_t extent, void const* recorder) {
+  note_rows_write(which, rows, extent);
+  buffer_state& b = state[which];
+  b.launch_version = b.version;
+  b.launch_stamp = next_write_stamp();
+  b.launch_recorder = recorder;
+}
+
+CTG_RUNTIME_INLINE CTG_NOINLINE bool field_storage::rows_written_after(int which, row_set const& rows,
+                                                                       std::uint64_t stamp) const {
+  buffer_state const& b = state[which];
+  if (b.bulk_stamp > stamp) return true;
+  if (b.latest_row_stamp <= stamp) return false;
+  if (rows.all()) return true;
+  for (int k = 0; k < rows.count; ++k) {
+    std::size_t const r = std::size_t(rows.rows[k]);
+    if (rows.rows[k] < 0 || r >= b.row_stamps.size() || b.row_stamps[r] > stamp) return true;
+  }
+  return false;
+}
+
+CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::touch(int which, std::int64_t extent) {
+  buffer_state& b = state[which];
+  if (b.touched) return;
+  std::lock_guard lock(settle_mutex);
+  if (b.touched) return;
+  b.touched = true;
+  b.first_axis_extent = extent;
+  bool const needed = b.watched == b.version || (CTG_HOST_WRITE_CHECKS && b.forward_watched == b.version);
+  if (needed && space == memory_space::host) gather(which, b.snapshot);
+}
+
+CTG_RUNTIME_INLINE void field_storage::gather(int which, std::vector<unsigned char>& out) const {
+  auto const* p = static_cast<unsigned char const*>(buffer(which));
+  if (!strided_buffer(which)) {
+    out.assign(p, p + bytes);
+    return;
+  }
+  out.resize(bytes);
+  element_layout packed_layout = layout;
+  packed_layout.pack();
+  copy_elements(out.data(), packed_layout, p, layout, memory_space::host, name);
+}
+
+CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::settle(int which) {
+  std::lock_guard lock(settle_mutex);
+  settle_locked(which);
+}
+
+CTG_RUNTIME_INLINE void field_storage::settle_locked(int which) {
+  buffer_state& b = state[which];
+  if (!b.touched) return;
+  b.touched = false;
+  if (bytes == 0) return;
+  if (b.snapshot.size() != bytes) {  // nothing to compare: a write of the version only
+    b.snapshot.clear();
+    ++b.version;
+    return;
+  }
+  std::vector<unsigned char> gathered;
+  unsigned char const* now = static_cast<unsigned char const*>(buffer(which));
+  if (strided_buffer(which)) {
+    gather(which, gathered);
+    now = gathered.data();
+  }
+  if (std::memcmp(b.snapshot.data(), now, bytes) != 0) {
+    // The rows the host did not write still hold what a forward launch
+    // left: its adjoint keeps watching them.
+    std::uint64_t const before = b.version++;
+    if (b.forward_watched == before) b.forward_watched = b.version;
+    stamp_changed_rows(b, now);
+  }
+  b.snapshot.clear();  // keeps its memory for the next touch
+}
+
+CTG_RUNTIME_INLINE void field_storage::stamp_changed_rows(buffer_state& b, unsigned char const* now) const {
+  std::int64_t const rows = b.first_axis_extent;
+  if (!tracks_rows(rows) || bytes % std::size_t(rows) != 0) {
+    b.bulk_stamp = next_write_stamp();
+    return;
+  }
+  std::uint64_t const stamp = new_row_stamp(b, rows);
+  std::size_t const row_bytes = bytes / std::size_t(rows);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::size_t const at = std::size_t(r) * row_bytes;
+    if (std::memcmp(b.snapshot.data() + at, now + at, row_bytes) != 0) b.row_stamps[std::size_t(r)] = stamp;
+  }
+}
+
+CTG_RUNTIME_INLINE void field_storage::watch_for_adjoint(int which) {
+  std::lock_guard lock(settle_mutex);
+  settle_locked(which);
+  state[which].forward_watched = state[which].version;
+}
+
+CTG_RUNTIME_INLINE void field_storage::check_alive(std::string const& field_name) const {
+  if (watch_owner && memory_owner.expired())
+    throw launch_error("CTG-FIELD-009 field '" + field_name +
+                       "' views memory whose owner is gone (the object given as .owner expired): the view "
+                       "outlived its memory. Fix: keep the memory alive while any handle on the view is, or "
+                       "view it again");
+  if (space == memory_space::device && primal && memory::device_space::compiled) {
+    memory::pointer_kind const kind = memory::device_space::kind_of(primal);
+    if (kind != memory::pointer_kind::device && kind != memory::pointer_kind::managed)
+      throw launch_error("CTG-FIELD-009 field '" + field_name +
+                         "' views device memory that is no longer allocated (cudaFree'd?): the view outlived its "
+                         "memory. Fix: free the memory only after the last handle on the view is gone");
+  }
+}
+
+CTG_RUNTIME_INLINE field_storage::~field_storage() {
+  if (owned[0]) release(primal);
+  if (owned[1]) release(grad);
+  if (owned[2]) release(dual);
+}
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // What a tape recording on this thread (tape.hpp) is told of a whole-buffer
 // host write of a field's values (fill, copy_from), so that it can keep the
@@ -726,19 +785,27 @@ inline host_write_observer*& host_write_observer_of_thread() {
 // messages and of the storage's set-up.
 
 // "(4, 3)": the extents of a shape.
-inline std::string shape_string(int const* extents, int rank) {
+CTG_RUNTIME_INLINE std::string shape_string(int const* extents, int rank);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE std::string shape_string(int const* extents, int rank) {
   std::ostringstream os;
   os << '(';
   for (int a = 0; a < rank; ++a) os << (a ? ", " : "") << extents[a];
   os << ')';
   return os.str();
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // The storage of a new field: its buffers of `element_bytes` times the
 // shape's size, zeroed, in `space`; the values always, the gradient and the
 // tangent when asked.
-inline std::shared_ptr<field_storage> new_field_storage(std::string_view name, memory_space space, int const* extents,
-                                                        int rank, std::size_t element_bytes, bool grad, bool dual) {
+CTG_RUNTIME_INLINE std::shared_ptr<field_storage> new_field_storage(std::string_view name, memory_space space,
+                                                                    int const* extents, int rank,
+                                                                    std::size_t element_bytes, bool grad, bool dual);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE std::shared_ptr<field_storage> new_field_storage(std::string_view name, memory_space space,
+                                                                    int const* extents, int rank,
+                                                                    std::size_t element_bytes, bool grad, bool dual) {
   std::size_t count = 1;
   for (int a = 0; a < rank; ++a) {
     if (extents[a] < 0)
@@ -755,37 +822,65 @@ inline std::shared_ptr<field_storage> new_field_storage(std::string_view name, m
   if (dual) s->dual = s->allocate();
   return s;
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
 
-[[noreturn]] inline void raise_extent_count(std::string_view name, std::size_t given, int rank) {
+[[noreturn]] CTG_RUNTIME_INLINE void raise_extent_count(std::string_view name, std::size_t given, int rank);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE void raise_extent_count(std::string_view name, std::size_t given, int rank) {
   throw launch_error("field '" + std::string(name) + "': " + std::to_string(given) +
                      " extents given for a field of rank " + std::to_string(rank));
 }
-[[noreturn]] inline void raise_not_on_host(char const* what, std::string const& name, bool empty) {
+#endif  // CTG_RUNTIME_DEFINITIONS
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_not_on_host(char const* what, std::string const& name, bool empty);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE void raise_not_on_host(char const* what, std::string const& name, bool empty) {
   if (empty) throw launch_error(std::string(what) + " on an empty field handle");
   throw launch_error(std::string(what) + " on device field '" + name +
                      "': copy it to the host first (to_vector(), copy_to() or clone(ctg::host))");
 }
-[[noreturn]] inline void raise_count_mismatch(char const* what, std::string const& name, std::int64_t size,
-                                              std::size_t given) {
+#endif  // CTG_RUNTIME_DEFINITIONS
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_count_mismatch(char const* what, std::string const& name, std::int64_t size,
+                                                          std::size_t given);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE void raise_count_mismatch(char const* what, std::string const& name, std::int64_t size,
+                                             std::size_t given) {
   throw launch_error(std::string(what) + ": field '" + name + "' holds " + std::to_string(size) +
                      " elements, the buffer " + std::to_string(given));
 }
-[[noreturn]] inline void raise_index_outside(std::string const& name, std::initializer_list<std::int64_t> idx,
-                                             int const* extents, int rank) {
+#endif  // CTG_RUNTIME_DEFINITIONS
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_index_outside(std::string const& name,
+                                                         std::initializer_list<std::int64_t> idx, int const* extents,
+                                                         int rank);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE void raise_index_outside(std::string const& name, std::initializer_list<std::int64_t> idx,
+                                            int const* extents, int rank) {
   throw index_error("field '" + name + "': index " + describe_index(idx) + " is outside its shape " +
                     shape_string(extents, rank));
 }
-[[noreturn]] inline void raise_shape_mismatch(char const* what, std::string const& source, int const* source_extents,
-                                              std::string const& target, int const* target_extents, int rank) {
+#endif  // CTG_RUNTIME_DEFINITIONS
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_shape_mismatch(char const* what, std::string const& source,
+                                                          int const* source_extents, std::string const& target,
+                                                          int const* target_extents, int rank);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE void raise_shape_mismatch(char const* what, std::string const& source, int const* source_extents,
+                                             std::string const& target, int const* target_extents, int rank) {
   throw launch_error(std::string(what) + ": field '" + source + "' has shape " + shape_string(source_extents, rank) +
                      ", field '" + target + "' has shape " + shape_string(target_extents, rank));
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // Zeroes a packed buffer of `space` (the memory layer's call is generic in
 // the space, so a field type calling it would instantiate its own).
-inline void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name) {
+CTG_RUNTIME_INLINE void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name);
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name) {
   memory::in_space(space, [&](auto tag) { tag.zero(buffer, bytes, field_what(name)); });
 }
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // A field handle on memory ctgrad does not own (view.hpp builds these).
 struct adopt_memory_t {};
@@ -820,22 +915,40 @@ class field_ownership {
       : owner_(std::move(storage)), name_(owner_->name) {}
   field_ownership(std::shared_ptr<field_storage> storage, std::string name) noexcept
       : owner_(std::move(storage)), name_(std::move(name)) {}
-  CTG_NOINLINE field_ownership(field_ownership const&) = default;
-  CTG_NOINLINE field_ownership(field_ownership&&) noexcept = default;
-  CTG_NOINLINE field_ownership& operator=(field_ownership&&) noexcept = default;
-  CTG_NOINLINE ~field_ownership() = default;
-  CTG_NOINLINE field_ownership& operator=(field_ownership const& other) {
-    // The name first: if copying it throws, the handle still describes the
-    // storage it holds.
-    std::string name = other.name_;
-    owner_ = other.owner_;
-    name_ = std::move(name);
-    return *this;
-  }
+  field_ownership(field_ownership const&);
+  field_ownership(field_ownership&&) noexcept;
+  field_ownership& operator=(field_ownership&&) noexcept;
+  ~field_ownership();
+  field_ownership& operator=(field_ownership const& other);
 
   std::shared_ptr<field_storage> owner_;
   std::string name_;
 };
+
+#if CTG_RUNTIME_DEFINITIONS
+// Out of line even in the headers alone: inline, every copy of a field
+// handle (the closures a tape keeps, the tuples of arguments) would spell a
+// reference count and a string copy of its own.
+CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership::field_ownership(field_ownership const& other)
+    : owner_(other.owner_), name_(other.name_) {}
+CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership::field_ownership(field_ownership&& other) noexcept
+    : owner_(std::move(other.owner_)), name_(std::move(other.name_)) {}
+CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership& field_ownership::operator=(field_ownership&& other) noexcept {
+  owner_ = std::move(other.owner_);
+  name_ = std::move(other.name_);
+  return *this;
+}
+CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership::~field_ownership() {}
+CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership& field_ownership::operator=(field_ownership const& other) {
+  // The name first: if copying it throws, the handle still describes the
+  // storage it holds.
+  std::string name = other.name_;
+  owner_ = other.owner_;
+  name_ = std::move(name);
+  return *this;
+}
+#endif  // CTG_RUNTIME_DEFINITIONS
+
 }  // namespace ownership
 using ownership::field_ownership;
 

@@ -71,132 +71,43 @@ class forward_records {
  public:
   static constexpr std::size_t kept = 4096;
 
-  CTG_NOINLINE void remember(buffer_list buffers, std::uint64_t numbers, std::uint64_t stamp) {
-    std::lock_guard lock(mutex_);
-    std::uint64_t const h = hash_of(buffers, numbers);
-    if (std::size_t const found = find(buffers, numbers, h); found != none) {
-      records_[found].stamp = stamp;
-      make_latest(found);
-      return;
-    }
-    std::size_t at;
-    if (records_.size() < kept) {
-      at = records_.size();
-      records_.push_back({});
-      if (2 * records_.size() > slots_.size()) reindex();
-    } else {
-      at = oldest_;  // forgotten
-      forgot_ = true;
-      unindex(at);
-      unlink(at);
-    }
-    records_[at] = {std::move(buffers), numbers, stamp, h};
-    index(at);
-    link_latest(at);
-  }
+  void remember(buffer_list buffers, std::uint64_t numbers, std::uint64_t stamp);
 
   // The stamp of the launch on these buffers with these numbers; failing
   // that (numbers the forward launch did not use), of the latest on these
   // buffers; nothing when no remembered launch was on them.
-  CTG_NOINLINE std::optional<std::uint64_t> stamp_of(buffer_list const& buffers, std::uint64_t numbers) const {
-    std::lock_guard lock(mutex_);
-    if (std::size_t const found = find(buffers, numbers, hash_of(buffers, numbers)); found != none)
-      return records_[found].stamp;
-    std::optional<std::uint64_t> on_buffers;
-    for (auto const& r : records_)
-      if (r.buffers == buffers && (!on_buffers || r.stamp > *on_buffers)) on_buffers = r.stamp;
-    return on_buffers;
-  }
+  std::optional<std::uint64_t> stamp_of(buffer_list const& buffers, std::uint64_t numbers) const;
 
-  std::size_t size() const {
-    std::lock_guard lock(mutex_);
-    return records_.size();
-  }
+  std::size_t size() const;
 
   // A launch that wrote values and keeps no record (k.fwd's tangent pass, a
   // launch on fields without gradients): every such launch calls it, so it
   // takes no lock.
-  void note_unrecorded_launch() {
-    if (!unrecorded_.load(std::memory_order_relaxed)) unrecorded_.store(true, std::memory_order_relaxed);
-  }
+  void note_unrecorded_launch();
   // Whether every launch of the kernel that wrote values is among the
   // records (none forgotten, none unrecorded): then buffers no record names
   // are buffers the kernel never ran forward on.
-  bool holds_every_launch() const {
-    std::lock_guard lock(mutex_);
-    return !forgot_ && !unrecorded_.load(std::memory_order_relaxed);
-  }
+  bool holds_every_launch() const;
 
  private:
   static constexpr std::size_t none = ~std::size_t(0);
   static constexpr std::uint32_t empty = ~std::uint32_t(0);
 
-  static std::uint64_t hash_of(buffer_list const& buffers, std::uint64_t numbers) {
-    std::uint64_t h = numbers ^ 0x9e3779b97f4a7c15ull;
-    for (std::size_t k = 0; k < buffers.size(); ++k) {
-      h ^= std::uint64_t(reinterpret_cast<std::uintptr_t>(buffers[k]));
-      h *= 0xbf58476d1ce4e5b9ull;
-      h ^= h >> 31;
-    }
-    return h;
-  }
+  static std::uint64_t hash_of(buffer_list const& buffers, std::uint64_t numbers);
   std::size_t mask() const { return slots_.size() - 1; }
 
   // The records in the order of use, oldest first: a list through them.
-  void unlink(std::size_t at) {
-    forward_record& r = records_[at];
-    (r.older != empty ? records_[r.older].newer : oldest_) = r.newer;
-    (r.newer != empty ? records_[r.newer].older : newest_) = r.older;
-    r.older = r.newer = empty;
-  }
-  void link_latest(std::size_t at) {
-    forward_record& r = records_[at];
-    r.older = newest_;
-    r.newer = empty;
-    (newest_ != empty ? records_[newest_].newer : oldest_) = std::uint32_t(at);
-    newest_ = std::uint32_t(at);
-  }
-  void make_latest(std::size_t at) {
-    if (newest_ == std::uint32_t(at)) return;
-    unlink(at);
-    link_latest(at);
-  }
+  void unlink(std::size_t at);
+  void link_latest(std::size_t at);
+  void make_latest(std::size_t at);
 
-  std::size_t find(buffer_list const& buffers, std::uint64_t numbers, std::uint64_t h) const {
-    if (slots_.empty()) return none;
-    for (std::size_t s = h & mask(); slots_[s] != empty; s = (s + 1) & mask()) {
-      forward_record const& r = records_[slots_[s]];
-      if (r.hash == h && r.same_launch(buffers, numbers)) return slots_[s];
-    }
-    return none;
-  }
-  void index(std::size_t at) {
-    std::size_t s = records_[at].hash & mask();
-    while (slots_[s] != empty) s = (s + 1) & mask();
-    slots_[s] = std::uint32_t(at);
-  }
+  std::size_t find(buffer_list const& buffers, std::uint64_t numbers, std::uint64_t h) const;
+  void index(std::size_t at);
   // Takes record `at` out of the table, moving back the records after it
   // that probing would no longer reach (deletion by backward shift).
-  void unindex(std::size_t at) {
-    std::size_t i = records_[at].hash & mask();
-    while (slots_[i] != std::uint32_t(at)) i = (i + 1) & mask();
-    for (std::size_t j = (i + 1) & mask(); slots_[j] != empty; j = (j + 1) & mask()) {
-      std::size_t const home = records_[slots_[j]].hash & mask();
-      bool const reachable = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-      if (!reachable) {
-        slots_[i] = slots_[j];
-        i = j;
-      }
-    }
-    slots_[i] = empty;
-  }
+  void unindex(std::size_t at);
   // A table of twice the records' capacity (a power of two), filled again.
-  void reindex() {
-    std::size_t size = 16;
-    while (size < 2 * records_.capacity()) size *= 2;
-    slots_.assign(size, empty);
-    for (std::size_t k = 0; k + 1 < records_.size(); ++k) index(k);  // the last is indexed by the caller
-  }
+  void reindex();
 
   mutable std::mutex mutex_;
   std::vector<forward_record> records_;
@@ -205,5 +116,125 @@ class forward_records {
   bool forgot_ = false;
   std::atomic<bool> unrecorded_{false};
 };
+
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE CTG_NOINLINE void forward_records::remember(buffer_list buffers, std::uint64_t numbers,
+                                                               std::uint64_t stamp) {
+  std::lock_guard lock(mutex_);
+  std::uint64_t const h = hash_of(buffers, numbers);
+  if (std::size_t const found = find(buffers, numbers, h); found != none) {
+    records_[found].stamp = stamp;
+    make_latest(found);
+    return;
+  }
+  std::size_t at;
+  if (records_.size() < kept) {
+    at = records_.size();
+    records_.push_back({});
+    if (2 * records_.size() > slots_.size()) reindex();
+  } else {
+    at = oldest_;  // forgotten
+    forgot_ = true;
+    unindex(at);
+    unlink(at);
+  }
+  records_[at] = {std::move(buffers), numbers, stamp, h};
+  index(at);
+  link_latest(at);
+}
+
+CTG_RUNTIME_INLINE CTG_NOINLINE std::optional<std::uint64_t> forward_records::stamp_of(buffer_list const& buffers,
+                                                                                       std::uint64_t numbers) const {
+  std::lock_guard lock(mutex_);
+  if (std::size_t const found = find(buffers, numbers, hash_of(buffers, numbers)); found != none)
+    return records_[found].stamp;
+  std::optional<std::uint64_t> on_buffers;
+  for (auto const& r : records_)
+    if (r.buffers == buffers && (!on_buffers || r.stamp > *on_buffers)) on_buffers = r.stamp;
+  return on_buffers;
+}
+
+CTG_RUNTIME_INLINE std::size_t forward_records::size() const {
+  std::lock_guard lock(mutex_);
+  return records_.size();
+}
+
+CTG_RUNTIME_INLINE void forward_records::note_unrecorded_launch() {
+  if (!unrecorded_.load(std::memory_order_relaxed)) unrecorded_.store(true, std::memory_order_relaxed);
+}
+
+CTG_RUNTIME_INLINE bool forward_records::holds_every_launch() const {
+  std::lock_guard lock(mutex_);
+  return !forgot_ && !unrecorded_.load(std::memory_order_relaxed);
+}
+
+CTG_RUNTIME_INLINE std::uint64_t forward_records::hash_of(buffer_list const& buffers, std::uint64_t numbers) {
+  std::uint64_t h = numbers ^ 0x9e3779b97f4a7c15ull;
+  for (std::size_t k = 0; k < buffers.size(); ++k) {
+    h ^= std::uint64_t(reinterpret_cast<std::uintptr_t>(buffers[k]));
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+CTG_RUNTIME_INLINE void forward_records::unlink(std::size_t at) {
+  forward_record& r = records_[at];
+  (r.older != empty ? records_[r.older].newer : oldest_) = r.newer;
+  (r.newer != empty ? records_[r.newer].older : newest_) = r.older;
+  r.older = r.newer = empty;
+}
+
+CTG_RUNTIME_INLINE void forward_records::link_latest(std::size_t at) {
+  forward_record& r = records_[at];
+  r.older = newest_;
+  r.newer = empty;
+  (newest_ != empty ? records_[newest_].newer : oldest_) = std::uint32_t(at);
+  newest_ = std::uint32_t(at);
+}
+
+CTG_RUNTIME_INLINE void forward_records::make_latest(std::size_t at) {
+  if (newest_ == std::uint32_t(at)) return;
+  unlink(at);
+  link_latest(at);
+}
+
+CTG_RUNTIME_INLINE std::size_t forward_records::find(buffer_list const& buffers, std::uint64_t numbers,
+                                                     std::uint64_t h) const {
+  if (slots_.empty()) return none;
+  for (std::size_t s = h & mask(); slots_[s] != empty; s = (s + 1) & mask()) {
+    forward_record const& r = records_[slots_[s]];
+    if (r.hash == h && r.same_launch(buffers, numbers)) return slots_[s];
+  }
+  return none;
+}
+
+CTG_RUNTIME_INLINE void forward_records::index(std::size_t at) {
+  std::size_t s = records_[at].hash & mask();
+  while (slots_[s] != empty) s = (s + 1) & mask();
+  slots_[s] = std::uint32_t(at);
+}
+
+CTG_RUNTIME_INLINE void forward_records::unindex(std::size_t at) {
+  std::size_t i = records_[at].hash & mask();
+  while (slots_[i] != std::uint32_t(at)) i = (i + 1) & mask();
+  for (std::size_t j = (i + 1) & mask(); slots_[j] != empty; j = (j + 1) & mask()) {
+    std::size_t const home = records_[slots_[j]].hash & mask();
+    bool const reachable = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+    if (!reachable) {
+      slots_[i] = slots_[j];
+      i = j;
+    }
+  }
+  slots_[i] = empty;
+}
+
+CTG_RUNTIME_INLINE void forward_records::reindex() {
+  std::size_t size = 16;
+  while (size < 2 * records_.capacity()) size *= 2;
+  slots_.assign(size, empty);
+  for (std::size_t k = 0; k + 1 < records_.size(); ++k) index(k);  // the last is indexed by the caller
+}
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 }  // namespace ctg::detail

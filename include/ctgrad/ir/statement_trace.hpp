@@ -122,11 +122,7 @@ class statement_trace {
   bool dropped() const { return built_ > taken_; }
   // Itemised traces only: the first kind of statement built and not taken
   // (by kind, field and func), if the itemised count names one.
-  std::optional<dropped_statement> first_dropped() const {
-    for (auto const& t : tallies_)
-      if (t.count > 0) return t;
-    return std::nullopt;
-  }
+  std::optional<dropped_statement> first_dropped() const;
 
   static void note_built(statement_info info) {
     if (statement_trace* t = active()) {
@@ -157,14 +153,7 @@ class statement_trace {
     static thread_local statement_trace* current = nullptr;
     return current;
   }
-  void tally(statement_info info, long delta) {
-    for (auto& t : tallies_)
-      if (t.info.kind == info.kind && t.info.param == info.param && t.func == func_) {
-        t.count += delta;
-        return;
-      }
-    tallies_.push_back({info, func_, delta});
-  }
+  void tally(statement_info info, long delta);
 
   long built_ = 0;
   long taken_ = 0;
@@ -173,6 +162,23 @@ class statement_trace {
   std::vector<dropped_statement> tallies_;
   statement_trace* outer_;
 };
+
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE std::optional<dropped_statement> statement_trace::first_dropped() const {
+  for (auto const& t : tallies_)
+    if (t.count > 0) return t;
+  return std::nullopt;
+}
+
+CTG_RUNTIME_INLINE void statement_trace::tally(statement_info info, long delta) {
+  for (auto& t : tallies_)
+    if (t.info.kind == info.kind && t.info.param == info.param && t.func == func_) {
+      t.count += delta;
+      return;
+    }
+  tallies_.push_back({info, func_, delta});
+}
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 // The hooks builders and lowering call; nothing during constant evaluation
 // (an IR built in a constant expression is built again by the launch) and

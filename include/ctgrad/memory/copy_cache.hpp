@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../config.hpp"
 #include "../errors.hpp"
 #include "space.hpp"
 
@@ -52,17 +53,7 @@ class copy_cache {
   // destroyed: a tape or field with static storage duration may give a
   // block back after every function-local static is gone; what is cached at
   // exit stays reachable from here, and the system reclaims it.
-  static copy_cache& of(bool device) {
-    static copy_cache& host = *new copy_cache(false);
-    if (!device) return host;
-    registry& r = devices();
-    int const id = current_device();
-    std::lock_guard lock(r.mutex);
-    if (std::size_t(id) >= r.caches.size()) r.caches.resize(std::size_t(id) + 1, nullptr);
-    copy_cache*& c = r.caches[std::size_t(id)];
-    if (!c) c = new copy_cache(true, r.limit);
-    return *c;
-  }
+  static copy_cache& of(bool device);
 
   // Every device cache made so far, and the limit new ones start with.
   template <class F>
@@ -72,75 +63,23 @@ class copy_cache {
     for (copy_cache* c : r.caches)
       if (c) f(*c);
   }
-  static void set_device_default_limit(std::size_t bytes) {
-    registry& r = devices();
-    std::lock_guard lock(r.mutex);
-    r.limit = bytes;
-  }
+  static void set_device_default_limit(std::size_t bytes);
 
   copy_cache(copy_cache const&) = delete;
   copy_cache& operator=(copy_cache const&) = delete;
 
   // A block of at least `bytes` (its contents undefined) for a copy of the
   // named field. `size` receives the block's true size, which give_back needs.
-  void* take(std::size_t bytes, std::size_t& size, std::string_view field) {
-    std::size_t const n = bytes ? bytes : 1;
-    {
-      std::lock_guard lock(mutex_);
-      auto const it = free_.lower_bound(n);
-      if (it != free_.end() && it->first <= n + n / slack_divisor) {
-        size = it->first;
-        void* p = it->second;
-        cached_ -= it->first;
-        free_.erase(it);
-        ++reused_;
-        return p;
-      }
-      ++allocated_;
-    }
-    size = n;
-    return after_trim_if_needed(device_, [&] { return allocate(n, field); });
-  }
+  void* take(std::size_t bytes, std::size_t& size, std::string_view field);
 
-  void give_back(void* p, std::size_t size) noexcept {
-    if (!p) return;
-    {
-      std::lock_guard lock(mutex_);
-      if (cached_ + size <= limit_) {
-        try {
-          free_.emplace(size, p);
-          cached_ += size;
-          return;
-        } catch (...) {  // no memory for the entry: free the block instead
-        }
-      }
-    }
-    release(p);
-  }
+  void give_back(void* p, std::size_t size) noexcept;
 
   // Frees cached blocks until at most `keep` bytes remain, largest first.
-  void trim(std::size_t keep) noexcept {
-    std::lock_guard lock(mutex_);
-    while (cached_ > keep && !free_.empty()) {
-      auto const last = std::prev(free_.end());
-      cached_ -= last->first;
-      release(last->second);
-      free_.erase(last);
-    }
-  }
+  void trim(std::size_t keep) noexcept;
 
-  void set_limit(std::size_t bytes) noexcept {
-    {
-      std::lock_guard lock(mutex_);
-      limit_ = bytes;
-    }
-    trim(bytes);
-  }
+  void set_limit(std::size_t bytes) noexcept;
 
-  copy_cache_info info() const {
-    std::lock_guard lock(mutex_);
-    return {cached_, limit_, reused_, allocated_};
-  }
+  copy_cache_info info() const;
 
   // Runs an allocation of this memory space; when it fails, frees the cached
   // blocks of the space (host, or every device's) and runs it once more.
@@ -165,19 +104,13 @@ class copy_cache {
     std::vector<copy_cache*> caches;
     std::size_t limit = default_limit;
   };
-  static registry& devices() {
-    static registry& r = *new registry;
-    return r;
-  }
+  static registry& devices();
   static int current_device() { return memory::device_space::current_device(); }
 
   explicit copy_cache(bool device, std::size_t limit = default_limit) : device_(device), limit_(limit) {}
 
   memory_space space() const { return device_ ? memory_space::device : memory_space::host; }
-  void* allocate(std::size_t n, std::string_view field) const {
-    std::string const what = "a copy of field '" + std::string(field) + "'";
-    return memory::in_space(space(), [&](auto tag) { return tag.allocate(n, what); });
-  }
+  void* allocate(std::size_t n, std::string_view field) const;
   void release(void* p) const noexcept {
     memory::in_space(space(), [p](auto tag) { tag.release(p); });
   }
@@ -189,6 +122,94 @@ class copy_cache {
   std::size_t limit_;
   long long reused_ = 0, allocated_ = 0;
 };
+
+#if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE copy_cache& copy_cache::of(bool device) {
+  static copy_cache& host = *new copy_cache(false);
+  if (!device) return host;
+  registry& r = devices();
+  int const id = current_device();
+  std::lock_guard lock(r.mutex);
+  if (std::size_t(id) >= r.caches.size()) r.caches.resize(std::size_t(id) + 1, nullptr);
+  copy_cache*& c = r.caches[std::size_t(id)];
+  if (!c) c = new copy_cache(true, r.limit);
+  return *c;
+}
+
+CTG_RUNTIME_INLINE void copy_cache::set_device_default_limit(std::size_t bytes) {
+  registry& r = devices();
+  std::lock_guard lock(r.mutex);
+  r.limit = bytes;
+}
+
+CTG_RUNTIME_INLINE void* copy_cache::take(std::size_t bytes, std::size_t& size, std::string_view field) {
+  std::size_t const n = bytes ? bytes : 1;
+  {
+    std::lock_guard lock(mutex_);
+    auto const it = free_.lower_bound(n);
+    if (it != free_.end() && it->first <= n + n / slack_divisor) {
+      size = it->first;
+      void* p = it->second;
+      cached_ -= it->first;
+      free_.erase(it);
+      ++reused_;
+      return p;
+    }
+    ++allocated_;
+  }
+  size = n;
+  return after_trim_if_needed(device_, [&] { return allocate(n, field); });
+}
+
+CTG_RUNTIME_INLINE void copy_cache::give_back(void* p, std::size_t size) noexcept {
+  if (!p) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (cached_ + size <= limit_) {
+      try {
+        free_.emplace(size, p);
+        cached_ += size;
+        return;
+      } catch (...) {  // no memory for the entry: free the block instead
+      }
+    }
+  }
+  release(p);
+}
+
+CTG_RUNTIME_INLINE void copy_cache::trim(std::size_t keep) noexcept {
+  std::lock_guard lock(mutex_);
+  while (cached_ > keep && !free_.empty()) {
+    auto const last = std::prev(free_.end());
+    cached_ -= last->first;
+    release(last->second);
+    free_.erase(last);
+  }
+}
+
+CTG_RUNTIME_INLINE void copy_cache::set_limit(std::size_t bytes) noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    limit_ = bytes;
+  }
+  trim(bytes);
+}
+
+CTG_RUNTIME_INLINE copy_cache_info copy_cache::info() const {
+  std::lock_guard lock(mutex_);
+  return {cached_, limit_, reused_, allocated_};
+}
+
+CTG_RUNTIME_INLINE copy_cache::registry& copy_cache::devices() {
+  static registry& r = *new registry;
+  return r;
+}
+
+CTG_RUNTIME_INLINE void* copy_cache::allocate(std::size_t n, std::string_view field) const {
+  std::string const what = "a copy of field '" + std::string(field) + "'";
+  return memory::in_space(space(), [&](auto tag) { return tag.allocate(n, what); });
+}
+#endif  // CTG_RUNTIME_DEFINITIONS
 
 }  // namespace detail
 

@@ -41,6 +41,8 @@
 #include <utility>
 #include <vector>
 
+#include "../../config.hpp"
+
 namespace ctg::cpu {
 
 namespace pool_detail {
@@ -86,19 +88,10 @@ class basic_thread_pool {
   static constexpr std::int64_t inline_below = 2048;
   static constexpr int chunks_per_thread = 8;
 
-  explicit basic_thread_pool(int threads)
-      : threads_(std::max(1, threads)), slots_(std::make_unique<slot[]>(std::size_t(threads_))) {
-#if !defined(CTG_CPU_SERIAL)
-    for (int t = 1; t < threads_; ++t) workers_.emplace_back([this, t] { work(t); });
-#endif
-  }
+  explicit basic_thread_pool(int threads);
   basic_thread_pool(basic_thread_pool const&) = delete;
   basic_thread_pool& operator=(basic_thread_pool const&) = delete;
-  ~basic_thread_pool() {
-    stopping_.store(true, std::memory_order_seq_cst);
-    wake_all();
-    for (auto& w : workers_) w.join();
-  }
+  ~basic_thread_pool();
 
   int size() const { return threads_; }
   // The number, in [0, size()), of the thread running a chunk of the current
@@ -153,30 +146,10 @@ class basic_thread_pool {
   }
 
   // The process-wide pool: CTG_NUM_THREADS threads, or one per hardware thread.
-  static basic_thread_pool& instance() {
-    if (auto* p = current().load(std::memory_order_acquire)) return *p;
-    std::lock_guard lock(instance_mutex());
-    auto& slot = instance_slot();
-    if (!slot) {
-      slot = std::make_unique<basic_thread_pool>(default_threads());
-      current().store(slot.get(), std::memory_order_release);
-    }
-    return *slot;
-  }
+  static basic_thread_pool& instance();
   // Replaces the process-wide pool (not while a kernel runs).
-  static void resize(int threads) {
-    std::lock_guard lock(instance_mutex());
-    auto next = std::make_unique<basic_thread_pool>(threads > 0 ? threads : default_threads());
-    current().store(next.get(), std::memory_order_release);
-    instance_slot() = std::move(next);
-  }
-  static int default_threads() {
-    if (char const* env = std::getenv("CTG_NUM_THREADS")) {
-      int n = std::atoi(env);
-      if (n > 0) return n;
-    }
-    return int(std::max(1u, std::thread::hardware_concurrency()));
-  }
+  static void resize(int threads);
+  static int default_threads();
 
  private:
   // One thread's chunks of the current launch. The description is written by
@@ -204,38 +177,7 @@ class basic_thread_pool {
   // A launch of n iterations on the pool, its body erased to call(ctx, b, e):
   // one copy of what does not depend on the body for every launch a program
   // makes, instead of one per kernel and pass.
-  void hand_out(std::int64_t n, void (*call)(void*, std::int64_t, std::int64_t), void* ctx) {
-    std::lock_guard launch_lock(launch_mutex_);  // one launch at a time
-    std::int64_t const chunks = chunk_count(n);
-    status_.failed.store(false, std::memory_order_relaxed);
-    status_.error = nullptr;
-    pending_.value.store(int(chunks), std::memory_order_relaxed);
-    std::uint64_t const gen = ++generation_ & 0xffffffffu;
-    // The workers' slots first, so that they can start while the caller
-    // fills its own.
-    for (int k = 1; k <= threads_; ++k) {
-      int const t = k % threads_;
-      slot& s = slots_[std::size_t(t)];
-      s.call = call;
-      s.ctx = ctx;
-      s.n = n;
-      s.chunks = chunks;
-      s.first = chunks * t / threads_;
-      s.count = chunks * (t + 1) / threads_ - s.first;
-      // release: the description above, to whoever claims with this word.
-      s.claim.store(gen << 32 | std::uint64_t(s.count), std::memory_order_release);
-    }
-    // Orders the stores above before the load of the sleepers' count; a
-    // worker going to sleep counts itself before it looks at its word again.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers_.value.load(std::memory_order_relaxed) > 0) wake_all();
-
-    pool_detail::inside_pool_launch = true;
-    int done = claim_all<false>(0, gen);
-    pool_detail::inside_pool_launch = false;
-    if (pending_.value.fetch_sub(done, std::memory_order_acq_rel) != done) wait_for_workers();
-    if (status_.error) std::rethrow_exception(std::exchange(status_.error, nullptr));
-  }
+  void hand_out(std::int64_t n, void (*call)(void*, std::int64_t, std::int64_t), void* ctx);
 
   // Chunk k of the launch (chunk_range).
   void run_chunk(slot const& s, std::int64_t k) {
@@ -279,19 +221,7 @@ class basic_thread_pool {
   // The caller ran out of chunks; workers still run some. Spin briefly (they
   // usually finish within microseconds), then sleep, which also frees this
   // core for a worker that the scheduler had pushed off its own.
-  void wait_for_workers() {
-    auto const until = std::chrono::steady_clock::now() + caller_spin;
-    for (int spin = 0; pending_.value.load(std::memory_order_acquire) != 0; ++spin) {
-      pool_detail::cpu_relax();
-      if (spin % 16 == 15 && std::chrono::steady_clock::now() > until) {
-        caller_sleeping_.value.store(true, std::memory_order_seq_cst);
-        for (int left; (left = pending_.value.load(std::memory_order_seq_cst)) != 0;)
-          pending_.value.wait(left, std::memory_order_acquire);
-        caller_sleeping_.value.store(false, std::memory_order_relaxed);
-        return;
-      }
-    }
-  }
+  void wait_for_workers();
 
   void wake_all() {
     epoch_.value.fetch_add(1, std::memory_order_seq_cst);
@@ -302,42 +232,7 @@ class basic_thread_pool {
     return (slots_[std::size_t(t)].claim.load(std::memory_order_relaxed) & 0xffffffffu) != 0;
   }
 
-  void work(int t) {
-    pool_detail::inside_pool_launch = true;
-    pool_detail::worker_index = t;
-    for (;;) {
-      std::uint64_t const w = slots_[std::size_t(t)].claim.load(std::memory_order_relaxed);
-      if ((w & 0xffffffffu) != 0) {
-        int const done = claim_all<true>(t, w >> 32);
-        // The last one to finish wakes the caller if it went to sleep.
-        // seq_cst pairs with the caller's store of caller_sleeping_ before it
-        // looks at the count again.
-        if (done > 0 && pending_.value.fetch_sub(done, std::memory_order_seq_cst) == done &&
-            caller_sleeping_.value.load(std::memory_order_seq_cst))
-          pending_.value.notify_one();
-        continue;
-      }
-      if (stopping_.load(std::memory_order_acquire)) return;
-      // Between back-to-back launches: spin for a moment instead of sleeping.
-      auto const until = std::chrono::steady_clock::now() + worker_spin;
-      bool found = false;
-      for (int spin = 0; !found; ++spin) {
-        pool_detail::cpu_relax();
-        found = has_chunks(t) || stopping_.load(std::memory_order_relaxed);
-        if (spin % 16 == 15 && std::chrono::steady_clock::now() > until) break;
-      }
-      if (found) continue;
-      // Sleep until the next launch. Counting itself among the sleepers
-      // before looking at its word once more means that either this look
-      // sees the new launch or its caller sees a sleeper and wakes it.
-      sleepers_.value.fetch_add(1, std::memory_order_seq_cst);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      std::uint32_t const epoch = epoch_.value.load(std::memory_order_relaxed);
-      if (!has_chunks(t) && !stopping_.load(std::memory_order_seq_cst))
-        epoch_.value.wait(epoch, std::memory_order_acquire);
-      sleepers_.value.fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
+  void work(int t);
 
   static constexpr auto worker_spin = std::chrono::microseconds(50);
   static constexpr auto caller_spin = std::chrono::microseconds(20);
@@ -371,7 +266,148 @@ class basic_thread_pool {
   line<std::uint32_t> epoch_{0};   // what sleeping workers wait on
 };
 
+template <class Hooks>
+basic_thread_pool<Hooks>::basic_thread_pool(int threads)
+    : threads_(std::max(1, threads)), slots_(std::make_unique<slot[]>(std::size_t(threads_))) {
+#if !defined(CTG_CPU_SERIAL)
+  for (int t = 1; t < threads_; ++t) workers_.emplace_back([this, t] { work(t); });
+#endif
+}
+
+template <class Hooks>
+basic_thread_pool<Hooks>::~basic_thread_pool() {
+  stopping_.store(true, std::memory_order_seq_cst);
+  wake_all();
+  for (auto& w : workers_) w.join();
+}
+
+template <class Hooks>
+basic_thread_pool<Hooks>& basic_thread_pool<Hooks>::instance() {
+  if (auto* p = current().load(std::memory_order_acquire)) return *p;
+  std::lock_guard lock(instance_mutex());
+  auto& slot = instance_slot();
+  if (!slot) {
+    slot = std::make_unique<basic_thread_pool>(default_threads());
+    current().store(slot.get(), std::memory_order_release);
+  }
+  return *slot;
+}
+
+template <class Hooks>
+void basic_thread_pool<Hooks>::resize(int threads) {
+  std::lock_guard lock(instance_mutex());
+  auto next = std::make_unique<basic_thread_pool>(threads > 0 ? threads : default_threads());
+  current().store(next.get(), std::memory_order_release);
+  instance_slot() = std::move(next);
+}
+
+template <class Hooks>
+int basic_thread_pool<Hooks>::default_threads() {
+  if (char const* env = std::getenv("CTG_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+template <class Hooks>
+void basic_thread_pool<Hooks>::hand_out(std::int64_t n, void (*call)(void*, std::int64_t, std::int64_t), void* ctx) {
+  std::lock_guard launch_lock(launch_mutex_);  // one launch at a time
+  std::int64_t const chunks = chunk_count(n);
+  status_.failed.store(false, std::memory_order_relaxed);
+  status_.error = nullptr;
+  pending_.value.store(int(chunks), std::memory_order_relaxed);
+  std::uint64_t const gen = ++generation_ & 0xffffffffu;
+  // The workers' slots first, so that they can start while the caller
+  // fills its own.
+  for (int k = 1; k <= threads_; ++k) {
+    int const t = k % threads_;
+    slot& s = slots_[std::size_t(t)];
+    s.call = call;
+    s.ctx = ctx;
+    s.n = n;
+    s.chunks = chunks;
+    s.first = chunks * t / threads_;
+    s.count = chunks * (t + 1) / threads_ - s.first;
+    // release: the description above, to whoever claims with this word.
+    s.claim.store(gen << 32 | std::uint64_t(s.count), std::memory_order_release);
+  }
+  // Orders the stores above before the load of the sleepers' count; a
+  // worker going to sleep counts itself before it looks at its word again.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers_.value.load(std::memory_order_relaxed) > 0) wake_all();
+
+  pool_detail::inside_pool_launch = true;
+  int done = claim_all<false>(0, gen);
+  pool_detail::inside_pool_launch = false;
+  if (pending_.value.fetch_sub(done, std::memory_order_acq_rel) != done) wait_for_workers();
+  if (status_.error) std::rethrow_exception(std::exchange(status_.error, nullptr));
+}
+
+template <class Hooks>
+void basic_thread_pool<Hooks>::wait_for_workers() {
+  auto const until = std::chrono::steady_clock::now() + caller_spin;
+  for (int spin = 0; pending_.value.load(std::memory_order_acquire) != 0; ++spin) {
+    pool_detail::cpu_relax();
+    if (spin % 16 == 15 && std::chrono::steady_clock::now() > until) {
+      caller_sleeping_.value.store(true, std::memory_order_seq_cst);
+      for (int left; (left = pending_.value.load(std::memory_order_seq_cst)) != 0;)
+        pending_.value.wait(left, std::memory_order_acquire);
+      caller_sleeping_.value.store(false, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+template <class Hooks>
+void basic_thread_pool<Hooks>::work(int t) {
+  pool_detail::inside_pool_launch = true;
+  pool_detail::worker_index = t;
+  for (;;) {
+    std::uint64_t const w = slots_[std::size_t(t)].claim.load(std::memory_order_relaxed);
+    if ((w & 0xffffffffu) != 0) {
+      int const done = claim_all<true>(t, w >> 32);
+      // The last one to finish wakes the caller if it went to sleep.
+      // seq_cst pairs with the caller's store of caller_sleeping_ before it
+      // looks at the count again.
+      if (done > 0 && pending_.value.fetch_sub(done, std::memory_order_seq_cst) == done &&
+          caller_sleeping_.value.load(std::memory_order_seq_cst))
+        pending_.value.notify_one();
+      continue;
+    }
+    if (stopping_.load(std::memory_order_acquire)) return;
+    // Between back-to-back launches: spin for a moment instead of sleeping.
+    auto const until = std::chrono::steady_clock::now() + worker_spin;
+    bool found = false;
+    for (int spin = 0; !found; ++spin) {
+      pool_detail::cpu_relax();
+      found = has_chunks(t) || stopping_.load(std::memory_order_relaxed);
+      if (spin % 16 == 15 && std::chrono::steady_clock::now() > until) break;
+    }
+    if (found) continue;
+    // Sleep until the next launch. Counting itself among the sleepers
+    // before looking at its word once more means that either this look
+    // sees the new launch or its caller sees a sleeper and wakes it.
+    sleepers_.value.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::uint32_t const epoch = epoch_.value.load(std::memory_order_relaxed);
+    if (!has_chunks(t) && !stopping_.load(std::memory_order_seq_cst))
+      epoch_.value.wait(epoch, std::memory_order_acquire);
+    sleepers_.value.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
 using thread_pool = basic_thread_pool<>;
+
+// Built with CTG_SEPARATE_COMPILATION (config.hpp), the pool's code is
+// compiled once, in the translation unit of <ctgrad/src.hpp>.
+#if CTG_SEPARATE_COMPILATION
+#  if CTG_RUNTIME_DEFINITIONS
+template class basic_thread_pool<no_pool_hooks>;
+#  else
+extern template class basic_thread_pool<no_pool_hooks>;
+#  endif
+#endif
 
 }  // namespace ctg::cpu
 

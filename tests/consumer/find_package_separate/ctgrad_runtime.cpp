@@ -1,0 +1,2 @@
+// The one translation unit that defines ctgrad's runtime.
+#include <ctgrad/src.hpp>
