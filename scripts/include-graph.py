@@ -22,7 +22,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include",
 # (atomics, device allocation), the field (the data a kernel sees), the IR
 # and the op table, lowering, the analyses shared by the checks and the
 # adjoint, the evaluators, the adjoint, the checks of the adjoint and the
-# backends, the errors a launch raises, and the user-facing face on top.
+# backends, the errors a launch raises, the user-facing face, and on top
+# src.hpp, which defines the runtime of a separately compiled program.
 LAYERS = [
     ["config.hpp"],
     ["detail"],
@@ -42,6 +43,7 @@ LAYERS = [
     ["kernel.hpp"],
     ["check_gradient.hpp"],
     ["ctgrad.hpp"],
+    ["src.hpp"],
 ]
 # Optional components sit above the face: they may include any part; no
 # part of the core includes them.
