@@ -97,14 +97,19 @@
 #define CTG_VERSION_MINOR 1
 #define CTG_VERSION_PATCH 0
 
-// Separate compilation of the runtime. The library's host bookkeeping that
-// no template parameter shapes (the tape, a field's storage and versions,
-// the reports of failed launches) is plain code that every translation unit
-// launching a kernel used to compile again: about three seconds of a test
-// file's build, most of its object. With CTG_SEPARATE_COMPILATION=1 defined
-// for the whole program, the headers only declare those functions, and the
-// one translation unit that includes <ctgrad/src.hpp> defines them. Without
-// it (the default) the library stays header-only and they are inline.
+// Separate compilation of the runtime. The library's host code that no
+// template parameter shapes (the tape, a field's storage and versions, the
+// copy cache, the forward records, the statement trace, the thread pool
+// and the messages of failed launches) is otherwise compiled again by every
+// translation unit that launches a kernel: about two to three seconds of a
+// test file's build. With CTG_SEPARATE_COMPILATION=1 defined for the whole
+// program, the headers only declare it, and the one translation unit that
+// includes <ctgrad/src.hpp> defines it. That unit decides what the runtime
+// does, so it must be built with the settings of the others: NDEBUG,
+// CTG_BOUNDS_CHECK and CTG_HOST_WRITE_CHECKS (the host-write checks of the
+// tape), CTG_HAS_CUDA (device memory) and CTG_CPU_SERIAL (the pool's
+// threads). Without the macro (the default) ctgrad is header-only and that
+// code is inline. CTG_COMPILING_RUNTIME is src.hpp's own: never define it.
 #if !defined(CTG_SEPARATE_COMPILATION)
 #  define CTG_SEPARATE_COMPILATION 0
 #endif

@@ -915,10 +915,10 @@ class field_ownership {
       : owner_(std::move(storage)), name_(owner_->name) {}
   field_ownership(std::shared_ptr<field_storage> storage, std::string name) noexcept
       : owner_(std::move(storage)), name_(std::move(name)) {}
-  field_ownership(field_ownership const&);
-  field_ownership(field_ownership&&) noexcept;
-  field_ownership& operator=(field_ownership&&) noexcept;
-  ~field_ownership();
+  CTG_NOINLINE field_ownership(field_ownership const&) = default;
+  CTG_NOINLINE field_ownership(field_ownership&&) noexcept = default;
+  CTG_NOINLINE field_ownership& operator=(field_ownership&&) noexcept = default;
+  CTG_NOINLINE ~field_ownership() = default;
   field_ownership& operator=(field_ownership const& other);
 
   std::shared_ptr<field_storage> owner_;
@@ -926,19 +926,6 @@ class field_ownership {
 };
 
 #if CTG_RUNTIME_DEFINITIONS
-// Out of line even in the headers alone: inline, every copy of a field
-// handle (the closures a tape keeps, the tuples of arguments) would spell a
-// reference count and a string copy of its own.
-CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership::field_ownership(field_ownership const& other)
-    : owner_(other.owner_), name_(other.name_) {}
-CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership::field_ownership(field_ownership&& other) noexcept
-    : owner_(std::move(other.owner_)), name_(std::move(other.name_)) {}
-CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership& field_ownership::operator=(field_ownership&& other) noexcept {
-  owner_ = std::move(other.owner_);
-  name_ = std::move(other.name_);
-  return *this;
-}
-CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership::~field_ownership() {}
 CTG_RUNTIME_INLINE CTG_NOINLINE field_ownership& field_ownership::operator=(field_ownership const& other) {
   // The name first: if copying it throws, the handle still describes the
   // storage it holds.

@@ -90,10 +90,12 @@ struct launch_use {
 // Adds a field argument's use to a launch's list. One function for every
 // field type and kernel: inline, each kernel's list spelled out its own
 // growth of the vector and copy of the name for every field argument.
+// (Declared without inline: GCC warns at a noinline definition that
+// follows an inline declaration.)
 void add_launch_use(std::vector<launch_use>& uses, std::shared_ptr<field_storage> const& storage, int which,
                     std::string const& name, int param, bool needed, bool before, bool written, bool read);
 #if CTG_RUNTIME_DEFINITIONS
-CTG_NOINLINE CTG_RUNTIME_INLINE void add_launch_use(std::vector<launch_use>& uses,
+CTG_RUNTIME_INLINE CTG_NOINLINE void add_launch_use(std::vector<launch_use>& uses,
                                                     std::shared_ptr<field_storage> const& storage, int which,
                                                     std::string const& name, int param, bool needed, bool before,
                                                     bool written, bool read) {

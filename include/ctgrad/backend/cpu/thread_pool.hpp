@@ -400,7 +400,10 @@ void basic_thread_pool<Hooks>::work(int t) {
 using thread_pool = basic_thread_pool<>;
 
 // Built with CTG_SEPARATE_COMPILATION (config.hpp), the pool's code is
-// compiled once, in the translation unit of <ctgrad/src.hpp>.
+// compiled once, in the translation unit of <ctgrad/src.hpp>. Its larger
+// members are defined out of the class and not inline for that: an extern
+// template keeps other units from instantiating only the members that are
+// not inline.
 #if CTG_SEPARATE_COMPILATION
 #  if CTG_RUNTIME_DEFINITIONS
 template class basic_thread_pool<no_pool_hooks>;
