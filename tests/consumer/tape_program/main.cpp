@@ -1,4 +1,5 @@
-// Two steps in place, then loss = sum x, on a tape. With y = x + dt sin(x),
+// A program of two translation units that launch kernels: two steps in
+// place (step.cpp), then loss = sum x, on a tape. With y = x + dt sin(x),
 // dy/dx = 1 + dt cos(x), so d loss / d x0 is the product over both steps.
 #include <cmath>
 #include <cstdio>
