@@ -104,12 +104,14 @@
 // translation unit that launches a kernel: about two to three seconds of a
 // test file's build. With CTG_SEPARATE_COMPILATION=1 defined for the whole
 // program, the headers only declare it, and the one translation unit that
-// includes <ctgrad/src.hpp> defines it. That unit decides what the runtime
-// does, so it must be built with the settings of the others: NDEBUG,
-// CTG_BOUNDS_CHECK and CTG_HOST_WRITE_CHECKS (the host-write checks of the
-// tape), CTG_HAS_CUDA (device memory) and CTG_CPU_SERIAL (the pool's
-// threads). Without the macro (the default) ctgrad is header-only and that
-// code is inline. CTG_COMPILING_RUNTIME is src.hpp's own: never define it.
+// includes <ctgrad/src.hpp> defines it. Two settings are then that unit's
+// for the whole program, so build it with the others': CTG_HAS_CUDA
+// (without it, device fields raise an error) and CTG_CPU_SERIAL (whether
+// the pool starts threads). The checks (NDEBUG, CTG_BOUNDS_CHECK,
+// CTG_HOST_WRITE_CHECKS) stay each unit's own: the runtime's functions that
+// depend on them take the caller's setting as an argument. Without the
+// macro (the default) ctgrad is header-only and that code is inline.
+// CTG_COMPILING_RUNTIME is src.hpp's own: never define it.
 #if !defined(CTG_SEPARATE_COMPILATION)
 #  define CTG_SEPARATE_COMPILATION 0
 #endif

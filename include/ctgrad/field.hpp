@@ -522,9 +522,16 @@ struct field_storage {
   // pending touch is compared first, so that a host write to other rows is
   // not lost (the launch's own rows differ too, and get its stamp right
   // after); and the other rows still hold what a forward launch left.
-  void note_write(int which, bool bulk = true);
+  //
+  // `host_write_checks` here and below is the calling translation unit's
+  // CTG_HOST_WRITE_CHECKS: a default argument, so spelled where the call
+  // is. With the runtime compiled once (CTG_SEPARATE_COMPILATION) these
+  // functions are compiled in one unit, and the checks stay each unit's own
+  // setting, as they are when ctgrad is header-only.
+  void note_write(int which, bool bulk = true, bool host_write_checks = CTG_HOST_WRITE_CHECKS);
   // A launch wrote `rows` of the first axis (of `extent`) and nothing else.
-  void note_rows_write(int which, row_set const& rows, std::int64_t extent);
+  void note_rows_write(int which, row_set const& rows, std::int64_t extent,
+                       bool host_write_checks = CTG_HOST_WRITE_CHECKS);
   // Whether writes of a buffer whose first axis has `extent` rows are
   // stamped row by row (otherwise each counts as a write of the whole).
   static bool tracks_rows(std::int64_t extent) { return extent > 0 && extent <= buffer_state::max_tracked_rows; }
@@ -533,7 +540,8 @@ struct field_storage {
   static std::uint64_t new_row_stamp(buffer_state& b, std::int64_t extent);
   // A launch wrote `rows` (as note_rows_write), recorded by `recorder`, the
   // tape recording on the launching thread (or none).
-  void note_launch_write(int which, row_set const& rows, std::int64_t extent, void const* recorder);
+  void note_launch_write(int which, row_set const& rows, std::int64_t extent, void const* recorder,
+                         bool host_write_checks = CTG_HOST_WRITE_CHECKS);
 
   // Whether a launch, a whole-buffer operation or a host write of elements
   // (CTG_HOST_WRITE_CHECKS) wrote any of `rows` after the write stamped
@@ -543,7 +551,7 @@ struct field_storage {
   // for rank 0), by whose rows a snapshot that differs is compared.
   // The copy is taken under settle_mutex: a launch on another thread that
   // reads the field may be settling or watching it.
-  void touch(int which, std::int64_t extent);
+  void touch(int which, std::int64_t extent, bool host_write_checks = CTG_HOST_WRITE_CHECKS);
   // The host buffer's elements, packed.
   void gather(int which, std::vector<unsigned char>& out) const;
   // Turns a touch into a write, unless a snapshot shows nothing changed. A
@@ -604,9 +612,9 @@ CTG_RUNTIME_INLINE void field_storage::copy_within_space(void* dst, void const* 
   memory::in_space(space, [&](auto tag) { tag.copy(dst, src, bytes, field_what(name)); });
 }
 
-CTG_RUNTIME_INLINE void field_storage::note_write(int which, bool bulk) {
+CTG_RUNTIME_INLINE void field_storage::note_write(int which, bool bulk, bool host_write_checks) {
   buffer_state& b = state[which];
-  if (CTG_HOST_WRITE_CHECKS && !bulk && b.touched) settle(which);
+  if (host_write_checks && !bulk && b.touched) settle(which);
   b.touched = false;
   b.snapshot.clear();
   std::uint64_t const before = b.version++;
@@ -616,12 +624,12 @@ CTG_RUNTIME_INLINE void field_storage::note_write(int which, bool bulk) {
     b.forward_watched = b.version;
 }
 
-CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::note_rows_write(int which, row_set const& rows,
-                                                                    std::int64_t extent) {
+CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::note_rows_write(int which, row_set const& rows, std::int64_t extent,
+                                                                    bool host_write_checks) {
   buffer_state& b = state[which];
   bool in_range = !rows.all() && tracks_rows(extent);
   for (int k = 0; in_range && k < rows.count; ++k) in_range = rows.rows[k] >= 0 && rows.rows[k] < extent;
-  note_write(which, !in_range);
+  note_write(which, !in_range, host_write_checks);
   if (!in_range) return;
   std::uint64_t const stamp = new_row_stamp(b, extent);
   for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;
@@ -634,8 +642,9 @@ CTG_RUNTIME_INLINE std::uint64_t field_storage::new_row_stamp(buffer_state& b, s
 }
 
 CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::note_launch_write(int which, row_set const& rows,
-                                                                      std::int64_t extent, void const* recorder) {
-  note_rows_write(which, rows, extent);
+                                                                      std::int64_t extent, void const* recorder,
+                                                                      bool host_write_checks) {
+  note_rows_write(which, rows, extent, host_write_checks);
   buffer_state& b = state[which];
   b.launch_version = b.version;
   b.launch_stamp = next_write_stamp();
@@ -655,14 +664,14 @@ CTG_RUNTIME_INLINE CTG_NOINLINE bool field_storage::rows_written_after(int which
   return false;
 }
 
-CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::touch(int which, std::int64_t extent) {
+CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::touch(int which, std::int64_t extent, bool host_write_checks) {
   buffer_state& b = state[which];
   if (b.touched) return;
   std::lock_guard lock(settle_mutex);
   if (b.touched) return;
   b.touched = true;
   b.first_axis_extent = extent;
-  bool const needed = b.watched == b.version || (CTG_HOST_WRITE_CHECKS && b.forward_watched == b.version);
+  bool const needed = b.watched == b.version || (host_write_checks && b.forward_watched == b.version);
   if (needed && space == memory_space::host) gather(which, b.snapshot);
 }
 

@@ -1,8 +1,7 @@
 // The definitions of ctgrad's runtime, for a program built with
 // CTG_SEPARATE_COMPILATION=1 (config.hpp): include this header in exactly one
 // of its translation units, before any other ctgrad header, and build that
-// unit with the same settings as the others (NDEBUG, CTG_BOUNDS_CHECK,
-// CTG_HOST_WRITE_CHECKS, CTG_HAS_CUDA, CTG_CPU_SERIAL: see config.hpp).
+// unit with the others' CTG_HAS_CUDA and CTG_CPU_SERIAL (see config.hpp).
 //
 //   // ctgrad_runtime.cpp
 //   #include <ctgrad/src.hpp>
