@@ -108,7 +108,7 @@
 // for the whole program, so build it with the others': CTG_HAS_CUDA
 // (without it, device fields raise an error) and CTG_CPU_SERIAL (whether
 // the pool starts threads). The checks (NDEBUG, CTG_BOUNDS_CHECK,
-// CTG_HOST_WRITE_CHECKS) stay each unit's own: the runtime's functions that
+// CTG_HOST_WRITE_CHECKS) are not its to decide: the runtime's functions that
 // depend on them take the caller's setting as an argument. Without the
 // macro (the default) ctgrad is header-only and that code is inline.
 // CTG_COMPILING_RUNTIME is src.hpp's own: never define it.

@@ -526,8 +526,8 @@ struct field_storage {
   // `host_write_checks` here and below is the calling translation unit's
   // CTG_HOST_WRITE_CHECKS: a default argument, so spelled where the call
   // is. With the runtime compiled once (CTG_SEPARATE_COMPILATION) these
-  // functions are compiled in one unit, and the checks stay each unit's own
-  // setting, as they are when ctgrad is header-only.
+  // functions are compiled in one unit, which must not decide the checks
+  // for the units that launch.
   void note_write(int which, bool bulk = true, bool host_write_checks = CTG_HOST_WRITE_CHECKS);
   // A launch wrote `rows` of the first axis (of `extent`) and nothing else.
   void note_rows_write(int which, row_set const& rows, std::int64_t extent,
