@@ -236,19 +236,6 @@ CTG_HOST_DEVICE auto* buffer_element(View const& v, int which, I... idx) {
 inline std::string field_what(std::string const& name) { return "field '" + name + "'"; }
 
 CTG_RUNTIME_INLINE std::string describe_index(std::initializer_list<std::int64_t> idx);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE std::string describe_index(std::initializer_list<std::int64_t> idx) {
-  std::ostringstream os;
-  os << '(';
-  bool first = true;
-  for (auto i : idx) {
-    os << (first ? "" : ", ") << i;
-    first = false;
-  }
-  os << ')';
-  return os.str();
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // The stamp of a write: a process-wide count, so that writes to any buffer
 // can be ordered against a launch (k.grad compares them with its forward
@@ -345,53 +332,10 @@ struct block_form {
   std::int64_t extent[4] = {};
 };
 CTG_RUNTIME_INLINE block_form blocks_of(element_layout const& l);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE block_form blocks_of(element_layout const& l) {
-  int order[4] = {0, 1, 2, 3};
-  int const rank = std::clamp(l.rank, 0, 4);
-  for (int k = 1; k < rank; ++k)  // insertion sort by stride (at most 4 axes)
-    for (int j = k; j > 0 && l.stride[order[j]] < l.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
-  block_form f;
-  f.block = std::int64_t(l.element_bytes);
-  for (int k = 0; k < rank; ++k) {
-    int const a = order[k];
-    if (l.extent[a] == 1) continue;
-    if (f.axes == 0 && l.stride[a] == f.block) {
-      f.block *= l.extent[a];
-    } else {
-      f.stride[f.axes] = l.stride[a];
-      f.extent[f.axes] = l.extent[a];
-      ++f.axes;
-    }
-  }
-  return f;
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // The byte ranges of every block, sorted.
 CTG_RUNTIME_INLINE std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_ranges(std::uintptr_t base,
                                                                                        block_form const& f);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_ranges(std::uintptr_t base,
-                                                                                       block_form const& f) {
-  std::int64_t n = 1;
-  for (int a = 0; a < f.axes; ++a) n *= f.extent[a];
-  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> out;
-  out.reserve(std::size_t(n));
-  std::int64_t idx[4] = {};
-  for (std::int64_t k = 0; k < n; ++k) {
-    std::int64_t off = 0;
-    for (int a = 0; a < f.axes; ++a) off += idx[a] * f.stride[a];
-    out.emplace_back(base + std::uintptr_t(off), base + std::uintptr_t(off + f.block));
-    for (int a = 0; a < f.axes; ++a) {
-      if (++idx[a] < f.extent[a]) break;
-      idx[a] = 0;
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // Whether two buffers share a byte. Exact for the layouts views have in
 // practice (members of one array of structs, sub-blocks of a matrix): the
@@ -400,69 +344,12 @@ CTG_RUNTIME_INLINE std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_
 // overlapping.
 CTG_RUNTIME_INLINE bool layouts_overlap(void const* a, element_layout const& la, void const* b,
                                         element_layout const& lb);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE bool layouts_overlap(void const* a, element_layout const& la, void const* b,
-                                        element_layout const& lb) {
-  if (a == b && la.count() > 0 && lb.count() > 0) return true;
-  std::int64_t const span_a = la.span(), span_b = lb.span();
-  if (span_a == 0 || span_b == 0) return false;
-  auto const pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
-  if (pa + std::uintptr_t(span_a) <= pb || pb + std::uintptr_t(span_b) <= pa) return false;
-  block_form const fa = blocks_of(la), fb = blocks_of(lb);
-  std::int64_t g = 0;
-  for (int k = 0; k < fa.axes; ++k) g = std::gcd(g, fa.stride[k]);
-  for (int k = 0; k < fb.axes; ++k) g = std::gcd(g, fb.stride[k]);
-  if (g == 0) return true;  // two single blocks whose ranges meet
-  if (fa.block <= g && fb.block <= g) {
-    std::uintptr_t const low = std::min(pa, pb);
-    std::int64_t const ra = std::int64_t((pa - low) % std::uintptr_t(g)), rb = std::int64_t((pb - low) % std::uintptr_t(g));
-    bool const meet = ((rb - ra) % g + g) % g < fa.block || ((ra - rb) % g + g) % g < fb.block;
-    if (!meet) return false;
-  }
-  std::int64_t const blocks = la.count() + lb.count();
-  if (blocks > (std::int64_t(1) << 22)) return true;
-  auto const ra = block_ranges(pa, fa), rb = block_ranges(pb, fb);
-  std::size_t i = 0, j = 0;
-  while (i < ra.size() && j < rb.size()) {
-    if (ra[i].second <= rb[j].first)
-      ++i;
-    else if (rb[j].second <= ra[i].first)
-      ++j;
-    else
-      return true;
-  }
-  return false;
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // Copies every element of `from` (laid out as `src`) to `to` (laid out as
 // `dst`, same extents), one copy_rows of `space` per row of the innermost
 // axis (on the device either side may be device memory).
 CTG_RUNTIME_INLINE void copy_elements(void* to, element_layout const& dst, void const* from, element_layout const& src,
                                       memory_space space, std::string const& what);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void copy_elements(void* to, element_layout const& dst, void const* from, element_layout const& src,
-                                      memory_space space, std::string const& what) {
-  std::int64_t const n = src.count();
-  if (n == 0) return;
-  int const inner = src.rank - 1;
-  std::int64_t const rows = inner >= 0 ? src.extent[inner] : 1;
-  std::int64_t idx[4] = {};
-  for (std::int64_t done = 0; done < n; done += rows) {
-    std::int64_t d = 0, s = 0;
-    for (int a = 0; a < inner; ++a) d += idx[a] * dst.stride[a], s += idx[a] * src.stride[a];
-    auto* out = static_cast<unsigned char*>(to) + d;
-    auto const* in = static_cast<unsigned char const*>(from) + s;
-    std::size_t const e = src.element_bytes;
-    std::int64_t const ds = inner >= 0 ? dst.stride[inner] : 0, ss = inner >= 0 ? src.stride[inner] : 0;
-    memory::in_space(space, [&](auto tag) { tag.copy_rows(out, ds, in, ss, e, rows, what); });
-    for (int a = inner - 1; a >= 0; --a) {
-      if (++idx[a] < src.extent[a]) break;
-      idx[a] = 0;
-    }
-  }
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // One allocation holding the values and, when the type asks, the gradient and
 // tangent buffers. Zero-initialised, 64-byte aligned on the host.
@@ -573,7 +460,180 @@ struct field_storage {
   ~field_storage();
 };
 
+// What a tape recording on this thread (tape.hpp) is told of a whole-buffer
+// host write of a field's values (fill, copy_from), so that it can keep the
+// values an adjoint needs and place the write among the launches it
+// records: the write runs inside the call; `adjoint` is what it does in the
+// reverse sweep (the values written are constants, so their gradient stops
+// there; copied from a field with a gradient, it passes to that field).
+struct host_write {
+  char const* what = "";  // "fill", "copy_from"
+  std::shared_ptr<field_storage> const* target = nullptr;
+  std::string const* target_name = nullptr;
+  std::shared_ptr<field_storage> const* source = nullptr;  // copied from another field
+  std::string const* source_name = nullptr;
+  unique_action adjoint;
+  // backward() zeroes the gradients of the target and of a source with one
+  // first, as it does a launch argument's (field::zero_grad_for_backward).
+  std::function<std::function<void()>(bool)> clear_target_gradient, clear_source_gradient;
+};
+struct host_write_observer {
+  virtual void observe(host_write&& w, action_ref write) = 0;
+
+ protected:
+  ~host_write_observer() = default;
+};
+inline host_write_observer*& host_write_observer_of_thread() {
+  thread_local host_write_observer* observer = nullptr;
+  return observer;
+}
+
+// What every field type does alike, written once instead of once per
+// element type, rank and flags: a program instantiates field<T, Rank, F>
+// for many combinations, and each used to carry its own copy of these
+// messages and of the storage's set-up.
+
+// "(4, 3)": the extents of a shape.
+CTG_RUNTIME_INLINE std::string shape_string(int const* extents, int rank);
+
+// The storage of a new field: its buffers of `element_bytes` times the
+// shape's size, zeroed, in `space`; the values always, the gradient and the
+// tangent when asked.
+CTG_RUNTIME_INLINE std::shared_ptr<field_storage> new_field_storage(std::string_view name, memory_space space,
+                                                                    int const* extents, int rank,
+                                                                    std::size_t element_bytes, bool grad, bool dual);
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_extent_count(std::string_view name, std::size_t given, int rank);
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_not_on_host(char const* what, std::string const& name, bool empty);
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_count_mismatch(char const* what, std::string const& name, std::int64_t size,
+                                                          std::size_t given);
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_index_outside(std::string const& name,
+                                                         std::initializer_list<std::int64_t> idx, int const* extents,
+                                                         int rank);
+
+[[noreturn]] CTG_RUNTIME_INLINE void raise_shape_mismatch(char const* what, std::string const& source,
+                                                          int const* source_extents, std::string const& target,
+                                                          int const* target_extents, int rank);
+
+// Zeroes a packed buffer of `space` (the memory layer's call is generic in
+// the space, so a field type calling it would instantiate its own).
+CTG_RUNTIME_INLINE void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name);
+
+// The definitions of the runtime functions declared above: inline, or in
+// the translation unit of <ctgrad/src.hpp> alone (CTG_SEPARATE_COMPILATION,
+// config.hpp).
 #if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE std::string describe_index(std::initializer_list<std::int64_t> idx) {
+  std::ostringstream os;
+  os << '(';
+  bool first = true;
+  for (auto i : idx) {
+    os << (first ? "" : ", ") << i;
+    first = false;
+  }
+  os << ')';
+  return os.str();
+}
+
+CTG_RUNTIME_INLINE block_form blocks_of(element_layout const& l) {
+  int order[4] = {0, 1, 2, 3};
+  int const rank = std::clamp(l.rank, 0, 4);
+  for (int k = 1; k < rank; ++k)  // insertion sort by stride (at most 4 axes)
+    for (int j = k; j > 0 && l.stride[order[j]] < l.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+  block_form f;
+  f.block = std::int64_t(l.element_bytes);
+  for (int k = 0; k < rank; ++k) {
+    int const a = order[k];
+    if (l.extent[a] == 1) continue;
+    if (f.axes == 0 && l.stride[a] == f.block) {
+      f.block *= l.extent[a];
+    } else {
+      f.stride[f.axes] = l.stride[a];
+      f.extent[f.axes] = l.extent[a];
+      ++f.axes;
+    }
+  }
+  return f;
+}
+
+CTG_RUNTIME_INLINE std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_ranges(std::uintptr_t base,
+                                                                                       block_form const& f) {
+  std::int64_t n = 1;
+  for (int a = 0; a < f.axes; ++a) n *= f.extent[a];
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> out;
+  out.reserve(std::size_t(n));
+  std::int64_t idx[4] = {};
+  for (std::int64_t k = 0; k < n; ++k) {
+    std::int64_t off = 0;
+    for (int a = 0; a < f.axes; ++a) off += idx[a] * f.stride[a];
+    out.emplace_back(base + std::uintptr_t(off), base + std::uintptr_t(off + f.block));
+    for (int a = 0; a < f.axes; ++a) {
+      if (++idx[a] < f.extent[a]) break;
+      idx[a] = 0;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+CTG_RUNTIME_INLINE bool layouts_overlap(void const* a, element_layout const& la, void const* b,
+                                        element_layout const& lb) {
+  if (a == b && la.count() > 0 && lb.count() > 0) return true;
+  std::int64_t const span_a = la.span(), span_b = lb.span();
+  if (span_a == 0 || span_b == 0) return false;
+  auto const pa = reinterpret_cast<std::uintptr_t>(a), pb = reinterpret_cast<std::uintptr_t>(b);
+  if (pa + std::uintptr_t(span_a) <= pb || pb + std::uintptr_t(span_b) <= pa) return false;
+  block_form const fa = blocks_of(la), fb = blocks_of(lb);
+  std::int64_t g = 0;
+  for (int k = 0; k < fa.axes; ++k) g = std::gcd(g, fa.stride[k]);
+  for (int k = 0; k < fb.axes; ++k) g = std::gcd(g, fb.stride[k]);
+  if (g == 0) return true;  // two single blocks whose ranges meet
+  if (fa.block <= g && fb.block <= g) {
+    std::uintptr_t const low = std::min(pa, pb);
+    std::int64_t const ra = std::int64_t((pa - low) % std::uintptr_t(g)), rb = std::int64_t((pb - low) % std::uintptr_t(g));
+    bool const meet = ((rb - ra) % g + g) % g < fa.block || ((ra - rb) % g + g) % g < fb.block;
+    if (!meet) return false;
+  }
+  std::int64_t const blocks = la.count() + lb.count();
+  if (blocks > (std::int64_t(1) << 22)) return true;
+  auto const ra = block_ranges(pa, fa), rb = block_ranges(pb, fb);
+  std::size_t i = 0, j = 0;
+  while (i < ra.size() && j < rb.size()) {
+    if (ra[i].second <= rb[j].first)
+      ++i;
+    else if (rb[j].second <= ra[i].first)
+      ++j;
+    else
+      return true;
+  }
+  return false;
+}
+
+CTG_RUNTIME_INLINE void copy_elements(void* to, element_layout const& dst, void const* from, element_layout const& src,
+                                      memory_space space, std::string const& what) {
+  std::int64_t const n = src.count();
+  if (n == 0) return;
+  int const inner = src.rank - 1;
+  std::int64_t const rows = inner >= 0 ? src.extent[inner] : 1;
+  std::int64_t idx[4] = {};
+  for (std::int64_t done = 0; done < n; done += rows) {
+    std::int64_t d = 0, s = 0;
+    for (int a = 0; a < inner; ++a) d += idx[a] * dst.stride[a], s += idx[a] * src.stride[a];
+    auto* out = static_cast<unsigned char*>(to) + d;
+    auto const* in = static_cast<unsigned char const*>(from) + s;
+    std::size_t const e = src.element_bytes;
+    std::int64_t const ds = inner >= 0 ? dst.stride[inner] : 0, ss = inner >= 0 ? src.stride[inner] : 0;
+    memory::in_space(space, [&](auto tag) { tag.copy_rows(out, ds, in, ss, e, rows, what); });
+    for (int a = inner - 1; a >= 0; --a) {
+      if (++idx[a] < src.extent[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
 CTG_RUNTIME_INLINE element_layout field_storage::layout_of(int which) const {
   element_layout l = layout;
   if (packed_companion[which]) l.pack();
@@ -758,44 +818,7 @@ CTG_RUNTIME_INLINE field_storage::~field_storage() {
   if (owned[1]) release(grad);
   if (owned[2]) release(dual);
 }
-#endif  // CTG_RUNTIME_DEFINITIONS
 
-// What a tape recording on this thread (tape.hpp) is told of a whole-buffer
-// host write of a field's values (fill, copy_from), so that it can keep the
-// values an adjoint needs and place the write among the launches it
-// records: the write runs inside the call; `adjoint` is what it does in the
-// reverse sweep (the values written are constants, so their gradient stops
-// there; copied from a field with a gradient, it passes to that field).
-struct host_write {
-  char const* what = "";  // "fill", "copy_from"
-  std::shared_ptr<field_storage> const* target = nullptr;
-  std::string const* target_name = nullptr;
-  std::shared_ptr<field_storage> const* source = nullptr;  // copied from another field
-  std::string const* source_name = nullptr;
-  unique_action adjoint;
-  // backward() zeroes the gradients of the target and of a source with one
-  // first, as it does a launch argument's (field::zero_grad_for_backward).
-  std::function<std::function<void()>(bool)> clear_target_gradient, clear_source_gradient;
-};
-struct host_write_observer {
-  virtual void observe(host_write&& w, action_ref write) = 0;
-
- protected:
-  ~host_write_observer() = default;
-};
-inline host_write_observer*& host_write_observer_of_thread() {
-  thread_local host_write_observer* observer = nullptr;
-  return observer;
-}
-
-// What every field type does alike, written once instead of once per
-// element type, rank and flags: a program instantiates field<T, Rank, F>
-// for many combinations, and each used to carry its own copy of these
-// messages and of the storage's set-up.
-
-// "(4, 3)": the extents of a shape.
-CTG_RUNTIME_INLINE std::string shape_string(int const* extents, int rank);
-#if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE std::string shape_string(int const* extents, int rank) {
   std::ostringstream os;
   os << '(';
@@ -803,15 +826,7 @@ CTG_RUNTIME_INLINE std::string shape_string(int const* extents, int rank) {
   os << ')';
   return os.str();
 }
-#endif  // CTG_RUNTIME_DEFINITIONS
 
-// The storage of a new field: its buffers of `element_bytes` times the
-// shape's size, zeroed, in `space`; the values always, the gradient and the
-// tangent when asked.
-CTG_RUNTIME_INLINE std::shared_ptr<field_storage> new_field_storage(std::string_view name, memory_space space,
-                                                                    int const* extents, int rank,
-                                                                    std::size_t element_bytes, bool grad, bool dual);
-#if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE std::shared_ptr<field_storage> new_field_storage(std::string_view name, memory_space space,
                                                                     int const* extents, int rank,
                                                                     std::size_t element_bytes, bool grad, bool dual) {
@@ -831,61 +846,36 @@ CTG_RUNTIME_INLINE std::shared_ptr<field_storage> new_field_storage(std::string_
   if (dual) s->dual = s->allocate();
   return s;
 }
-#endif  // CTG_RUNTIME_DEFINITIONS
 
-[[noreturn]] CTG_RUNTIME_INLINE void raise_extent_count(std::string_view name, std::size_t given, int rank);
-#if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE void raise_extent_count(std::string_view name, std::size_t given, int rank) {
   throw launch_error("field '" + std::string(name) + "': " + std::to_string(given) +
                      " extents given for a field of rank " + std::to_string(rank));
 }
-#endif  // CTG_RUNTIME_DEFINITIONS
 
-[[noreturn]] CTG_RUNTIME_INLINE void raise_not_on_host(char const* what, std::string const& name, bool empty);
-#if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE void raise_not_on_host(char const* what, std::string const& name, bool empty) {
   if (empty) throw launch_error(std::string(what) + " on an empty field handle");
   throw launch_error(std::string(what) + " on device field '" + name +
                      "': copy it to the host first (to_vector(), copy_to() or clone(ctg::host))");
 }
-#endif  // CTG_RUNTIME_DEFINITIONS
 
-[[noreturn]] CTG_RUNTIME_INLINE void raise_count_mismatch(char const* what, std::string const& name, std::int64_t size,
-                                                          std::size_t given);
-#if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE void raise_count_mismatch(char const* what, std::string const& name, std::int64_t size,
                                              std::size_t given) {
   throw launch_error(std::string(what) + ": field '" + name + "' holds " + std::to_string(size) +
                      " elements, the buffer " + std::to_string(given));
 }
-#endif  // CTG_RUNTIME_DEFINITIONS
 
-[[noreturn]] CTG_RUNTIME_INLINE void raise_index_outside(std::string const& name,
-                                                         std::initializer_list<std::int64_t> idx, int const* extents,
-                                                         int rank);
-#if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE void raise_index_outside(std::string const& name, std::initializer_list<std::int64_t> idx,
                                             int const* extents, int rank) {
   throw index_error("field '" + name + "': index " + describe_index(idx) + " is outside its shape " +
                     shape_string(extents, rank));
 }
-#endif  // CTG_RUNTIME_DEFINITIONS
 
-[[noreturn]] CTG_RUNTIME_INLINE void raise_shape_mismatch(char const* what, std::string const& source,
-                                                          int const* source_extents, std::string const& target,
-                                                          int const* target_extents, int rank);
-#if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE void raise_shape_mismatch(char const* what, std::string const& source, int const* source_extents,
                                              std::string const& target, int const* target_extents, int rank) {
   throw launch_error(std::string(what) + ": field '" + source + "' has shape " + shape_string(source_extents, rank) +
                      ", field '" + target + "' has shape " + shape_string(target_extents, rank));
 }
-#endif  // CTG_RUNTIME_DEFINITIONS
 
-// Zeroes a packed buffer of `space` (the memory layer's call is generic in
-// the space, so a field type calling it would instantiate its own).
-CTG_RUNTIME_INLINE void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name);
-#if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name) {
   memory::in_space(space, [&](auto tag) { tag.zero(buffer, bytes, field_what(name)); });
 }

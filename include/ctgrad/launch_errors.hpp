@@ -24,11 +24,6 @@
 namespace ctg::detail {
 
 CTG_RUNTIME_INLINE std::string describe_field_param(int i, std::string const& name, int const* extents, int rank);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE std::string describe_field_param(int i, std::string const& name, int const* extents, int rank) {
-  return "parameter #" + std::to_string(i) + " (field '" + name + "', shape " + shape_string(extents, rank) + ")";
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // How a message names a launch's argument: "parameter #2 (field 'v', shape
 // (64))". Specialised for other argument types that are fields (ctgrad/mpi).
@@ -62,160 +57,43 @@ arg_ref ref_of(A const& a) {
 using launch_args = std::initializer_list<arg_ref>;
 
 CTG_RUNTIME_INLINE std::string describe_param(int which, launch_args args);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE std::string describe_param(int which, launch_args args) {
-  if (which < 0 || which >= int(args.size())) return {};
-  arg_ref const& a = args.begin()[which];
-  return a.describe(which, a.object);
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 inline std::string kernel_prefix(std::string_view kernel) { return "kernel '" + std::string(kernel) + "'"; }
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_empty_field(std::string_view kernel, int which, launch_args args);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_empty_field(std::string_view kernel, int which, launch_args args) {
-  throw launch_error(kernel_prefix(kernel) + ": " + describe_param(which, args) + " is an empty field handle");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_mixed_spaces(std::string_view kernel, std::string const& first,
                                                         memory_space first_space, std::string const& other,
                                                         memory_space other_space);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_mixed_spaces(std::string_view kernel, std::string const& first, memory_space first_space,
-                                           std::string const& other, memory_space other_space) {
-  throw launch_error(kernel_prefix(kernel) + ": fields in different memory spaces: '" + first + "' is on the " +
-                     (first_space == memory_space::host ? "host" : "device") + ", '" + other + "' on the " +
-                     (other_space == memory_space::host ? "host" : "device") + "; copy one with clone()");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_not_compiled_as_cuda(std::string_view kernel);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_not_compiled_as_cuda(std::string_view kernel) {
-  throw launch_error(kernel_prefix(kernel) +
-                     " was launched on device fields from a translation unit not compiled by nvcc; "
-                     "compile the launching code as CUDA (and link ctgrad::cuda)");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // The first finding of a launch-time report (check/rules.hpp), naming the
 // field and the func.
 [[noreturn]] CTG_RUNTIME_INLINE void raise_finding(std::string_view kernel, report const& r, char const* context,
                                                    launch_args args);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_finding(std::string_view kernel, report const& r, char const* context, launch_args args) {
-  auto const& e = r.items[0];
-  std::string where = e.param >= 0 ? " (" + describe_param(e.param, args) + ")" : std::string();
-  if (e.func[0]) where += " in func '" + std::string(e.func) + "'";
-  throw autodiff_error(kernel_prefix(kernel) + context + where + ": " + check::message(e.what));
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_shared_storage(std::string_view kernel, int p, int q, launch_args args);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_shared_storage(std::string_view kernel, int p, int q, launch_args args) {
-  throw autodiff_error(kernel_prefix(kernel) + ": CTG-AD-012 " + describe_param(p, args) + " and " +
-                       describe_param(q, args) +
-                       " share one storage (or views of overlapping memory) that has a gradient or that the "
-                       "kernel writes; the adjoint would mix their gradients, or take a value written under one "
-                       "name for unchanged under the other. Pass the field once, or copy it (clone) into a "
-                       "second field");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_changed_since_forward(std::string_view kernel, int which, launch_args args);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_changed_since_forward(std::string_view kernel, int which, launch_args args) {
-  throw autodiff_error("CTG-TAPE-003 " + kernel_prefix(kernel) + ": " + describe_param(which, args) +
-                       " changed since the forward launch (a launch or a host write), and the adjoint reads "
-                       "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
-                       "keeps the values each adjoint needs");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_grad_before_forward(std::string_view kernel, int which, launch_args args);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_grad_before_forward(std::string_view kernel, int which, launch_args args) {
-  throw autodiff_error("CTG-TAPE-013 " + kernel_prefix(kernel) +
-                       ": k.grad before any forward launch of the kernel on these arguments, and the adjoint reads " +
-                       describe_param(which, args) +
-                       ", which the forward launch writes: it would read whatever the field holds. Fix: launch "
-                       "k(args...) first, or call k.value_and_grad(args...), or record the launches on a ctg::tape");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_forward_only_on_tape(std::string_view kernel);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_forward_only_on_tape(std::string_view kernel) {
-  throw autodiff_error("CTG-TAPE-004 " + kernel_prefix(kernel) +
-                       " is ctg::forward_only, but was launched on fields with gradients under a "
-                       "ctg::tape: the tape would miss its adjoint. Fix: drop ctg::forward_only (the "
-                       "kernel's adjoint is then checked at compile time), or launch it outside the tape");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_value_and_grad_on_tape(std::string_view kernel);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_value_and_grad_on_tape(std::string_view kernel) {
-  throw autodiff_error("CTG-TAPE-009 " + kernel_prefix(kernel) +
-                       ": value_and_grad under a ctg::tape runs the adjoint now, before the launches "
-                       "recorded after it. Fix: launch k(args...) on the tape and let tape.backward() "
-                       "run the adjoints, or call value_and_grad outside the tape");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 [[noreturn]] CTG_RUNTIME_INLINE void raise_forward_mode_on_tape(std::string_view kernel);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_forward_mode_on_tape(std::string_view kernel) {
-  throw autodiff_error("CTG-TAPE-010 " + kernel_prefix(kernel) +
-                       ": k.fwd under a ctg::tape on fields with gradients: forward mode builds no adjoint, so "
-                       "the tape would chain the other launches' adjoints around what it wrote and the "
-                       "gradient would miss it. Fix: launch k(args...) on the tape, and k.fwd before the tape "
-                       "starts or after backward()");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // CTG-EXPR-010: `dropped` is the first statement an itemised trace of the
 // body saw built and dropped (none when the trace could not tell which).
 [[noreturn]] CTG_RUNTIME_INLINE void raise_dropped_statement(std::string_view kernel,
                                                              ir::dropped_statement const* dropped, launch_args args);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_dropped_statement(std::string_view kernel, ir::dropped_statement const* dropped,
-                                                launch_args args) {
-  std::string what = "a statement";
-  std::string where;
-  if (dropped) {
-    what = ir::describe(dropped->info.kind);
-    if (dropped->info.param >= 0) what += describe_param(dropped->info.param, args);
-    if (dropped->func[0]) where = " in func '" + std::string(dropped->func) + "'";
-  }
-  throw launch_error(kernel_prefix(kernel) + where + ": CTG-EXPR-010 a statement is built and dropped: " + what +
-                     " is written on a line of its own, and the body neither returns it nor lists it in "
-                     "ctg::block(...), so the kernel would skip it. Fix: return it (return y[i] = ...;) or "
-                     "list the statements in order, return ctg::block(y[i] = ..., z[i] = ...);");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // CTG-LAUNCH-002: a race checker's run (backend/race) found the offload's
 // results depend on the order of its iterations.
 [[noreturn]] CTG_RUNTIME_INLINE void raise_order_dependence(std::string_view kernel, char const* pass, int offload,
                                                             race::report const& race, launch_args args);
-#if CTG_RUNTIME_DEFINITIONS
-CTG_RUNTIME_INLINE void raise_order_dependence(std::string_view kernel, char const* pass, int offload,
-                                               race::report const& race, launch_args args) {
-  char const* const buffer[] = {"values", "gradient", "tangent"};
-  throw launch_error("CTG-LAUNCH-002 " + kernel_prefix(kernel) + ": the " + pass + " of its offload #" +
-                     std::to_string(offload) + " depends on the order of its iterations: " +
-                     "run in order and " + race::order_name(race.against) + ", the " + buffer[race.buffer] +
-                     " of " + describe_param(race.param, args) + " differ first at " + race.index + " (" +
-                     race.in_order_value + " against " + race.other_value +
-                     "). An iteration reads what another one writes. Fix: write each element from one "
-                     "iteration only and read elements no other iteration writes (a second field for the "
-                     "new values), or accumulate with +=");
-}
-#endif  // CTG_RUNTIME_DEFINITIONS
 
 // What an offload's run left to report: a loop whose adstack it could not
 // size (`unsized`, its site, or -1), an index out of range, an adstack
@@ -232,7 +110,119 @@ struct offload_outcome {
 
 // Throws what the outcome reports, if it reports anything raised.
 CTG_RUNTIME_INLINE void raise_offload_failure(std::string_view kernel, offload_outcome const& o, launch_args args);
+
+// The definitions of the runtime functions declared above: inline, or in
+// the translation unit of <ctgrad/src.hpp> alone (CTG_SEPARATE_COMPILATION,
+// config.hpp).
 #if CTG_RUNTIME_DEFINITIONS
+CTG_RUNTIME_INLINE std::string describe_field_param(int i, std::string const& name, int const* extents, int rank) {
+  return "parameter #" + std::to_string(i) + " (field '" + name + "', shape " + shape_string(extents, rank) + ")";
+}
+
+CTG_RUNTIME_INLINE std::string describe_param(int which, launch_args args) {
+  if (which < 0 || which >= int(args.size())) return {};
+  arg_ref const& a = args.begin()[which];
+  return a.describe(which, a.object);
+}
+
+CTG_RUNTIME_INLINE void raise_empty_field(std::string_view kernel, int which, launch_args args) {
+  throw launch_error(kernel_prefix(kernel) + ": " + describe_param(which, args) + " is an empty field handle");
+}
+
+CTG_RUNTIME_INLINE void raise_mixed_spaces(std::string_view kernel, std::string const& first, memory_space first_space,
+                                           std::string const& other, memory_space other_space) {
+  throw launch_error(kernel_prefix(kernel) + ": fields in different memory spaces: '" + first + "' is on the " +
+                     (first_space == memory_space::host ? "host" : "device") + ", '" + other + "' on the " +
+                     (other_space == memory_space::host ? "host" : "device") + "; copy one with clone()");
+}
+
+CTG_RUNTIME_INLINE void raise_not_compiled_as_cuda(std::string_view kernel) {
+  throw launch_error(kernel_prefix(kernel) +
+                     " was launched on device fields from a translation unit not compiled by nvcc; "
+                     "compile the launching code as CUDA (and link ctgrad::cuda)");
+}
+
+CTG_RUNTIME_INLINE void raise_finding(std::string_view kernel, report const& r, char const* context, launch_args args) {
+  auto const& e = r.items[0];
+  std::string where = e.param >= 0 ? " (" + describe_param(e.param, args) + ")" : std::string();
+  if (e.func[0]) where += " in func '" + std::string(e.func) + "'";
+  throw autodiff_error(kernel_prefix(kernel) + context + where + ": " + check::message(e.what));
+}
+
+CTG_RUNTIME_INLINE void raise_shared_storage(std::string_view kernel, int p, int q, launch_args args) {
+  throw autodiff_error(kernel_prefix(kernel) + ": CTG-AD-012 " + describe_param(p, args) + " and " +
+                       describe_param(q, args) +
+                       " share one storage (or views of overlapping memory) that has a gradient or that the "
+                       "kernel writes; the adjoint would mix their gradients, or take a value written under one "
+                       "name for unchanged under the other. Pass the field once, or copy it (clone) into a "
+                       "second field");
+}
+
+CTG_RUNTIME_INLINE void raise_changed_since_forward(std::string_view kernel, int which, launch_args args) {
+  throw autodiff_error("CTG-TAPE-003 " + kernel_prefix(kernel) + ": " + describe_param(which, args) +
+                       " changed since the forward launch (a launch or a host write), and the adjoint reads "
+                       "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
+                       "keeps the values each adjoint needs");
+}
+
+CTG_RUNTIME_INLINE void raise_grad_before_forward(std::string_view kernel, int which, launch_args args) {
+  throw autodiff_error("CTG-TAPE-013 " + kernel_prefix(kernel) +
+                       ": k.grad before any forward launch of the kernel on these arguments, and the adjoint reads " +
+                       describe_param(which, args) +
+                       ", which the forward launch writes: it would read whatever the field holds. Fix: launch "
+                       "k(args...) first, or call k.value_and_grad(args...), or record the launches on a ctg::tape");
+}
+
+CTG_RUNTIME_INLINE void raise_forward_only_on_tape(std::string_view kernel) {
+  throw autodiff_error("CTG-TAPE-004 " + kernel_prefix(kernel) +
+                       " is ctg::forward_only, but was launched on fields with gradients under a "
+                       "ctg::tape: the tape would miss its adjoint. Fix: drop ctg::forward_only (the "
+                       "kernel's adjoint is then checked at compile time), or launch it outside the tape");
+}
+
+CTG_RUNTIME_INLINE void raise_value_and_grad_on_tape(std::string_view kernel) {
+  throw autodiff_error("CTG-TAPE-009 " + kernel_prefix(kernel) +
+                       ": value_and_grad under a ctg::tape runs the adjoint now, before the launches "
+                       "recorded after it. Fix: launch k(args...) on the tape and let tape.backward() "
+                       "run the adjoints, or call value_and_grad outside the tape");
+}
+
+CTG_RUNTIME_INLINE void raise_forward_mode_on_tape(std::string_view kernel) {
+  throw autodiff_error("CTG-TAPE-010 " + kernel_prefix(kernel) +
+                       ": k.fwd under a ctg::tape on fields with gradients: forward mode builds no adjoint, so "
+                       "the tape would chain the other launches' adjoints around what it wrote and the "
+                       "gradient would miss it. Fix: launch k(args...) on the tape, and k.fwd before the tape "
+                       "starts or after backward()");
+}
+
+CTG_RUNTIME_INLINE void raise_dropped_statement(std::string_view kernel, ir::dropped_statement const* dropped,
+                                                launch_args args) {
+  std::string what = "a statement";
+  std::string where;
+  if (dropped) {
+    what = ir::describe(dropped->info.kind);
+    if (dropped->info.param >= 0) what += describe_param(dropped->info.param, args);
+    if (dropped->func[0]) where = " in func '" + std::string(dropped->func) + "'";
+  }
+  throw launch_error(kernel_prefix(kernel) + where + ": CTG-EXPR-010 a statement is built and dropped: " + what +
+                     " is written on a line of its own, and the body neither returns it nor lists it in "
+                     "ctg::block(...), so the kernel would skip it. Fix: return it (return y[i] = ...;) or "
+                     "list the statements in order, return ctg::block(y[i] = ..., z[i] = ...);");
+}
+
+CTG_RUNTIME_INLINE void raise_order_dependence(std::string_view kernel, char const* pass, int offload,
+                                               race::report const& race, launch_args args) {
+  char const* const buffer[] = {"values", "gradient", "tangent"};
+  throw launch_error("CTG-LAUNCH-002 " + kernel_prefix(kernel) + ": the " + pass + " of its offload #" +
+                     std::to_string(offload) + " depends on the order of its iterations: " +
+                     "run in order and " + race::order_name(race.against) + ", the " + buffer[race.buffer] +
+                     " of " + describe_param(race.param, args) + " differ first at " + race.index + " (" +
+                     race.in_order_value + " against " + race.other_value +
+                     "). An iteration reads what another one writes. Fix: write each element from one "
+                     "iteration only and read elements no other iteration writes (a second field for the "
+                     "new values), or accumulate with +=");
+}
+
 CTG_RUNTIME_INLINE void raise_offload_failure(std::string_view kernel, offload_outcome const& o, launch_args args) {
   eval::launch_status const& status = *o.status;
   if (o.unsized >= 0) {
