@@ -1,4 +1,4 @@
-// docs/03-backends.md, "CPU": the thread pool and the errors a launch raises.
+// docs/03-backends.md, "CPU": the thread pool, subnormals and the errors a launch raises.
 #include <ctgrad/ctgrad.hpp>
 
 #include <cstdio>
@@ -15,6 +15,21 @@ int main() {
   ctg::set_num_threads(0);  // back to the default
   // [snippet end]
   check(before >= 1 && ctg::num_threads() == ctg::cpu::thread_pool::default_threads(), "threads");
+
+  // [snippet: subnormals]
+  // Host launches flush subnormal floats (below 1.2e-38) to zero from now on,
+  // on every thread of the launch; IEEE subnormals again with false.
+  ctg::field<float, 1> small({4096}), product({4096});
+  auto scale = ctg::kernel<"scale">(
+      [](auto x, auto y, float s) { return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * s; }); });
+  small.fill(1e-20f);
+  if constexpr (ctg::subnormal_flush_available) ctg::set_flush_subnormals(true);
+  scale(small, product, 1e-20f);  // 1e-40 is subnormal: 0 here
+  ctg::set_flush_subnormals(false);
+  // [snippet end]
+  check(!ctg::subnormal_flush_available || product.at(0) == 0.0f, "subnormals flushed");
+  scale(small, product, 1e-20f);
+  check(product.at(0) > 0.0f, "subnormals kept");
 
   // [snippet: errors]
   ctg::field<double, 1> data(4), unset;  // unset: a default-constructed, empty handle

@@ -879,6 +879,7 @@ class kernel_t {
     eval::launch_status status{};
     int unsized = -1;
     if (space == memory_space::host) {
+      cpu::launch_subnormal_mode const subnormals;  // ctg::set_flush_subnormals
       if constexpr (options::race_check) {
         race::report race;
         race::run_offload<Pass, Slots, Named>(o, bound, status, options::capacity, &unsized, race);

@@ -24,6 +24,8 @@
 // - Everything the threads write during a launch sits on cache lines of its
 //   own: each claim word (with the copy of the launch's description its
 //   claims need), the count of chunks still running, the sleepers' state.
+// - Every chunk runs under the caller's subnormal mode (float_mode.hpp): a
+//   worker adopts the caller's flush bits before it runs one.
 // - Idle workers spin for a moment (back-to-back launches are the common
 //   case), then sleep on a futex; the caller wakes them only when one sleeps.
 #pragma once
@@ -42,6 +44,7 @@
 #include <vector>
 
 #include "../../config.hpp"
+#include "float_mode.hpp"
 
 namespace ctg::cpu {
 
@@ -164,6 +167,7 @@ class basic_thread_pool {
     std::int64_t chunks = 0;  // chunks of the launch
     std::int64_t first = 0;   // this slot's first chunk
     std::int64_t count = 0;   // and how many
+    std::uint32_t subnormal_mode = 0;  // the caller's flush bits
   };
   template <class T>
   struct alignas(pool_detail::pool_line) line {
@@ -183,6 +187,7 @@ class basic_thread_pool {
   void run_chunk(slot const& s, std::int64_t k) {
     auto const [b, e] = chunk_range(s.n, s.chunks, k);
     if (status_.failed.load(std::memory_order_relaxed)) return;
+    adopt_subnormal_mode(s.subnormal_mode);
     try {
       s.call(s.ctx, b, e);
     } catch (...) {
@@ -318,6 +323,7 @@ void basic_thread_pool<Hooks>::hand_out(std::int64_t n, void (*call)(void*, std:
   status_.error = nullptr;
   pending_.value.store(int(chunks), std::memory_order_relaxed);
   std::uint64_t const gen = ++generation_ & 0xffffffffu;
+  std::uint32_t const mode = subnormal_mode();
   // The workers' slots first, so that they can start while the caller
   // fills its own.
   for (int k = 1; k <= threads_; ++k) {
@@ -329,6 +335,7 @@ void basic_thread_pool<Hooks>::hand_out(std::int64_t n, void (*call)(void*, std:
     s.chunks = chunks;
     s.first = chunks * t / threads_;
     s.count = chunks * (t + 1) / threads_ - s.first;
+    s.subnormal_mode = mode;
     // release: the description above, to whoever claims with this word.
     s.claim.store(gen << 32 | std::uint64_t(s.count), std::memory_order_release);
   }
