@@ -174,6 +174,15 @@ void parallel_for(int64 n, Body&& body) {
   pool.parallel_for(n, std::forward<Body>(body));
 }
 
+// Subnormals flushed to zero (on) or IEEE (off) from now on, for ctgrad's
+// launches (ctg::set_flush_subnormals) and for the hand-written loops alike:
+// those are not launches, so the calling thread's own mode is set too, and
+// the pool's workers adopt it for every chunk.
+inline void set_subnormal_flush(bool on) {
+  ctg::set_flush_subnormals(on);
+  ctg::cpu::adopt_subnormal_mode(on ? ctg::cpu::flush_bits : 0u);
+}
+
 // Add to an element several iterations may share: a relaxed atomic add (the
 // same instruction sequence ctgrad's backend uses) when threads run the loop
 // concurrently, a plain add otherwise.

@@ -202,6 +202,44 @@ void BM_recurrence_gradient(benchmark::State& state) {
                      "recurrence value and gradient", d.x, d.out, iters, a, b);
 }
 
+// The recurrence's value and gradient with subnormals flushed to zero
+// (ctg::set_flush_subnormals), paired with the hand-written one-pass gradient
+// in the same mode and with both in IEEE mode. Its adjoint decays through
+// subnormals on its way to zero (5 % of the steps are subnormal), and each
+// operation on one takes a microcode assist on x86.
+void BM_recurrence_gradient_flushed(benchmark::State& state) {
+  bench::use_threads(state);
+  rec_data d;
+  int iters = rec_iters;
+  float a = d.a, b = d.b;
+  auto setup = [&](bool flush) {
+    return [&d, flush] {
+      bench::set_subnormal_flush(flush);
+      d.reseed();
+      d.x.zero_grad();
+    };
+  };
+  setup(false)();
+  rec_kernel.value_and_grad(d.x, d.out, iters, a, b);
+  auto const want_value = d.out.to_vector();
+  auto const want_grad = d.x.grad().to_vector();
+  setup(true)();
+  rec_kernel.value_and_grad(d.x, d.out, iters, a, b);
+  bench::compare(d.out.to_vector(), want_value, 1e-6, "recurrence value, flushed");
+  bench::compare(d.x.grad().to_vector(), want_grad, 1e-5, "recurrence gradient, flushed");
+  auto t = bench::paired<4>(state, {variant{setup(true), [&] { rec_kernel.value_and_grad(d.x, d.out, iters, a, b); }},
+                                    variant{setup(true), [&] { d.hand_value_and_gradient(); }},
+                                    variant{setup(false), [&] { rec_kernel.value_and_grad(d.x, d.out, iters, a, b); }},
+                                    variant{setup(false), [&] { d.hand_value_and_gradient(); }}});
+  bench::set_subnormal_flush(false);
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(20.0 * rec_n * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["ratio_ctgrad_over_hand_gradient"] = t[0] / t[1];
+  state.counters["ratio_flushed_over_ieee"] = t[0] / t[2];
+  state.counters["hand_ratio_flushed_over_ieee"] = t[1] / t[3];
+  state.counters["ratio_ctgrad_flushed_over_hand_ieee"] = t[0] / t[3];
+}
+
 void BM_reduction_gradient(benchmark::State& state) {
   bench::use_threads(state);
   red_data d;
@@ -226,6 +264,7 @@ BENCHMARK(BM_reduction_forward)->Apply(common);
 BENCHMARK(BM_reduction_adjoint)->Apply(common);
 BENCHMARK(BM_map_gradient)->Apply(common);
 BENCHMARK(BM_recurrence_gradient)->Apply(common);
+BENCHMARK(BM_recurrence_gradient_flushed)->Apply(common);
 BENCHMARK(BM_reduction_gradient)->Apply(common);
 
 int main(int argc, char** argv) { return bench::run_main(argc, argv); }
