@@ -9,9 +9,10 @@ For each workload: the C++ side builds the data and checks ctgrad's gradient
 against the hand-written one; the peer builds its version from the same
 inputs, runs it once (compilation) and twice more (warm-up), and its
 gradient must match the hand-written one within a tolerance; then every
-repetition runs the hand-written gradient, ctgrad's and the peer's, in an
-order that rotates, and the result is the median time of each and the median
-of the per-repetition ratios to the hand-written time. bench/peers/run.py
+repetition runs the hand-written gradient, ctgrad's (in IEEE mode and with
+subnormals flushed) and the peer's, in an order that rotates, and the result
+is the median time of each and the median of the per-repetition ratios to
+the hand-written time. bench/peers/run.py
 runs this for every peer and writes the tables.
 """
 import argparse
@@ -84,6 +85,7 @@ def run_workload(peer, nat, name, threads, budget):
     systems = {
         "hand": lambda: timed_native(w, native.HAND),
         "ctgrad": lambda: timed_native(w, native.CTGRAD),
+        "ctgrad_flushed": lambda: timed_native(w, native.CTGRAD_FLUSHED),
         "peer": lambda: timed(gradient),
     }
     one_round = sum(f()[0] for f in systems.values())  # C++ warm-up, and an estimate of a round
@@ -92,7 +94,7 @@ def run_workload(peer, nat, name, threads, budget):
     cpu = {s: [] for s in systems}
     order = list(systems)
     for r in range(reps):
-        for s in order[r % 3:] + order[:r % 3]:
+        for s in order[r % len(order):] + order[:r % len(order)]:
             t, c = systems[s]()
             wall[s].append(t)
             cpu[s].append(c)
@@ -100,7 +102,7 @@ def run_workload(peer, nat, name, threads, budget):
     for key, times in (("", wall), ("cpu_", cpu)):
         out[key + "median_ms"] = {s: 1e3 * statistics.median(t) for s, t in times.items()}
         out[key + "ratio_to_hand"] = {s: statistics.median(a / h for a, h in zip(times[s], times["hand"]))
-                                      for s in ("ctgrad", "peer")}
+                                      for s in ("ctgrad", "ctgrad_flushed", "peer")}
         out[key + "times_ms"] = {s: [round(1e3 * x, 4) for x in t] for s, t in times.items()}
     return out
 
@@ -120,6 +122,9 @@ def main():
         peer = importlib.import_module(f"peer_{args.peer}")
         report["name"] = peer.NAME
         report["versions"], report["threads"] = peer.init()
+        # Whether the peer's kernels flush subnormals to zero: 1e-20 * 1e-20
+        # computed by one of them (1e-40 is subnormal in float32).
+        report["flushes_subnormals"] = bool(peer.subnormal_product() == 0.0)
     except Exception as e:  # not installed, or it does not start here
         report["skipped"] = f"{type(e).__name__}: {e}"
         with open(args.out, "w") as f:
@@ -142,7 +147,8 @@ def main():
             m = r["median_ms"]
             q = r["cpu_ratio_to_hand"]
             print(f"{report['name']} {name}: hand {m['hand']:.2f} ms, ctgrad {r['ratio_to_hand']['ctgrad']:.2f}x "
-                  f"(CPU time {q['ctgrad']:.2f}x), {report['name']} {r['ratio_to_hand']['peer']:.2f}x "
+                  f"(CPU time {q['ctgrad']:.2f}x), flushed {r['ratio_to_hand']['ctgrad_flushed']:.2f}x, "
+                  f"{report['name']} {r['ratio_to_hand']['peer']:.2f}x "
                   f"(CPU time {q['peer']:.2f}x, {m['peer']:.2f} ms), "
                   f"max error {max(r['max_rel_error'].values()):.1e}, {r['reps']} reps")
         with open(args.out, "w") as f:

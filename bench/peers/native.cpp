@@ -11,6 +11,13 @@
 // hand-written gradient are exported for the peers, which compute theirs
 // from the same numbers; ctgrad's gradient is checked against the
 // hand-written one when a workload is opened (a mismatch aborts).
+//
+// The C++ side runs in a mode of its own choosing, not in whatever mode the
+// peer left the thread in: Taichi and Quadrants set the calling thread to
+// flush subnormals when they start and leave it so. The hand-written code and
+// ctgrad run with IEEE subnormals; a third system is ctgrad with subnormals
+// flushed (ctg::set_flush_subnormals), the mode JAX, Taichi and Quadrants
+// run their kernels in.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -163,6 +170,23 @@ std::string describe(std::vector<array> const& arrays) {
 
 std::string info_json;
 
+// The systems ctg_peers_gradient runs.
+enum system { hand_written = 0, ctgrad_ieee = 1, ctgrad_flushed = 2 };
+
+// One gradient of `w` by `which`, with the calling thread in IEEE mode for
+// the call (ctgrad with subnormals flushed sets its own mode per launch).
+void run_system(workload& w, int which) {
+  std::uint32_t const own = ctg::cpu::subnormal_mode();
+  ctg::cpu::adopt_subnormal_mode(0u);
+  ctg::set_flush_subnormals(which == ctgrad_flushed);
+  if (which == hand_written)
+    w.hand();
+  else
+    w.ours();
+  ctg::set_flush_subnormals(false);
+  ctg::cpu::adopt_subnormal_mode(own);
+}
+
 }  // namespace
 
 extern "C" {
@@ -181,13 +205,16 @@ int ctg_peers_open(char const* name, int threads) {
   else if (n == "recurrence") w = std::make_unique<recurrence_workload>();
   else return -1;
   w->clear();
-  w->ours();
-  auto const ours = w->gradient();
-  w->clear();
-  w->hand();
+  run_system(*w, hand_written);
   auto reference = w->gradient();
-  for (std::size_t k = 0; k < ours.size(); ++k)
-    bench::compare(ours[k].floats, reference[k].floats, w->rtol, n + " gradient " + ours[k].name);
+  for (int which : {ctgrad_ieee, ctgrad_flushed}) {
+    w->clear();
+    run_system(*w, which);
+    auto const ours = w->gradient();
+    std::string const mode = which == ctgrad_flushed ? " (subnormals flushed)" : "";
+    for (std::size_t k = 0; k < ours.size(); ++k)
+      bench::compare(ours[k].floats, reference[k].floats, w->rtol, n + " gradient " + ours[k].name + mode);
+  }
   opened o{std::move(w), std::move(reference), {}};
   o.description = "{\"inputs\": " + describe(o.w->inputs) + ", \"gradient\": " + describe(o.reference) +
                   ", \"scalars\": " + o.w->scalars + "}";
@@ -204,13 +231,13 @@ void const* ctg_peers_data(int handle, int which, int k) {
   return (which == 0 ? o.w->inputs : o.reference)[std::size_t(k)].data();
 }
 
-// One whole gradient (system 0: hand-written, 1: ctgrad); returns seconds.
-double ctg_peers_gradient(int handle, int system) {
+// One whole gradient (system 0: hand-written, 1: ctgrad, 2: ctgrad with
+// subnormals flushed); returns seconds.
+double ctg_peers_gradient(int handle, int which) {
   auto& w = *workloads[std::size_t(handle)].w;
   return bench::seconds([&] {
     w.clear();
-    if (system == 0) w.hand();
-    else w.ours();
+    run_system(w, which);
   });
 }
 

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-HAND, CTGRAD = 0, 1
+HAND, CTGRAD, CTGRAD_FLUSHED = 0, 1, 2  # CTGRAD_FLUSHED: ctg::set_flush_subnormals(true)
 
 
 class Native:

@@ -19,6 +19,15 @@ def init():
     return {"jax": jax.__version__, "jaxlib": jaxlib.__version__}, f"XLA_FLAGS={THREADS}"
 
 
+def subnormal_product():
+    """1e-20 * 1e-20 in float32, computed by a jitted function."""
+    import jax
+    import jax.numpy as jnp
+
+    product = jax.jit(lambda a, b: a * b)
+    return float(product(jnp.full((1024,), 1e-20, jnp.float32), jnp.float32(1e-20))[0])
+
+
 def make(workload, inputs, scalars):
     """Returns (gradient, result): gradient() runs one whole gradient and waits
     for it; result() returns its arrays, named as in the reference."""

@@ -7,4 +7,5 @@ taichi_peer.INIT_OPTIONS = {"ad_stack_experimental_enabled": True}
 taichi_peer.WRAP_WAVE_LOOP = True
 NAME = taichi_peer.NAME
 init = taichi_peer.init
+subnormal_product = taichi_peer.subnormal_product
 make = taichi_peer.make

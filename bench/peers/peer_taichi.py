@@ -7,6 +7,8 @@ into it, and its adjoint seeds the output's gradient as the C++ side does
 directly (an extra pass over the output, noted with the results)."""
 import importlib
 
+import numpy as np
+
 NAME = "Taichi"
 MODULE = "taichi"
 ALIAS = "ti"
@@ -30,6 +32,20 @@ def init():
     version = ".".join(str(v) for v in ti.__version__) if isinstance(ti.__version__, tuple) else str(ti.__version__)
     return {MODULE: version}, (f"{ALIAS}.init(arch={ALIAS}.cpu, cpu_max_num_threads=1"
                                  + "".join(f", {k}={v!r}" for k, v in INIT_OPTIONS.items()) + ")")
+
+
+def subnormal_product():
+    """1e-20 * 1e-20 in float32, computed by a kernel."""
+    x, y = ti.field(ti.f32, 1024), ti.field(ti.f32, 1024)
+
+    @ti.kernel
+    def product(s: ti.f32):
+        for i in x:
+            y[i] = x[i] * s
+
+    x.from_numpy(np.full(1024, 1e-20, np.float32))
+    product(1e-20)
+    return float(y.to_numpy()[0])
 
 
 def make(workload, inputs, scalars):

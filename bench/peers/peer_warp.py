@@ -2,6 +2,7 @@
 workload (one launch per time step for the wave), recorded on a wp.Tape and
 replayed backwards with the output's gradient seeded (Tape.backward(grads=)).
 Warp runs a CPU launch's threads one after another on the calling thread."""
+import numpy as np
 import warp as wp
 
 NAME = "Warp"
@@ -49,6 +50,20 @@ def rec_kernel(x: wp.array(dtype=float), out: wp.array(dtype=float), a: float, b
     for _j in range(REC_ITERS):
         v = wp.sin(v) * a + x[i] * b
     out[i] = v
+
+
+@wp.kernel
+def product_kernel(x: wp.array(dtype=float), s: float, y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * s
+
+
+def subnormal_product():
+    """1e-20 * 1e-20 in float32, computed by a kernel."""
+    x = wp.array(np.full(1024, 1e-20, np.float32), dtype=float, device="cpu")
+    y = wp.zeros(1024, dtype=float, device="cpu")
+    wp.launch(product_kernel, dim=1024, inputs=[x, 1e-20, y], device="cpu")
+    return float(y.numpy()[0])
 
 
 def init():
