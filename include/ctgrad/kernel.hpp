@@ -879,7 +879,9 @@ class kernel_t {
     eval::launch_status status{};
     int unsized = -1;
     if (space == memory_space::host) {
-      cpu::launch_subnormal_mode const subnormals;  // ctg::set_flush_subnormals
+      // Every host offload passes here: the program's subnormal mode is set
+      // on this thread, and the pool hands it to the workers with each chunk.
+      cpu::subnormal_mode_scope const subnormals;
       if constexpr (options::race_check) {
         race::report race;
         race::run_offload<Pass, Slots, Named>(o, bound, status, options::capacity, &unsized, race);

@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/float_mode.hpp"
 #include "checkpoint.hpp"
 #include "config.hpp"
 #include "detail/actions.hpp"
@@ -464,6 +465,10 @@ CTG_RUNTIME_INLINE void tape::backward() {
   stop_recording();
   for (auto const& check : before_backward_) check();
   for (auto& b : buffers_) b.storage->settle(b.which);
+  // ctg::set_flush_subnormals covers the gradient adds made here on the
+  // host (copy_from's adjoint, a halo's, the adding back below), not only
+  // the adjoints' launches. Declared first, it outlives the adding back.
+  cpu::subnormal_mode_scope const subnormals;
   // With ctg::keep_gradients the gradients there are set aside and added
   // back at the end: an intermediate field's gradient from an earlier
   // backward() must not flow through this one's adjoints.

@@ -1,6 +1,7 @@
-// ctg::set_flush_subnormals: host launches flush subnormal operands and
-// results to zero on every thread that runs a chunk, and leave the calling
-// thread's own mode as it was; gradients stay right under it.
+// ctg::set_flush_subnormals: host launches (and a tape's host-side adds)
+// flush subnormal operands and results to zero on every thread that runs a
+// chunk, and leave the calling thread's own mode as it was; gradients stay
+// right under it.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -11,15 +12,20 @@
 #include <thread>
 #include <vector>
 
+#include "ad_test_support.hpp"
+
 namespace {
 
-// The setting and the pool's size, restored when a test ends.
-struct restore_settings {
-  int const threads = ctg::num_threads();
-  ~restore_settings() {
-    ctg::set_flush_subnormals(false);
-    ctg::set_num_threads(threads);
-  }
+// The switch back off when a test ends (the pool's size: thread_scope).
+struct flush_switch_off {
+  ~flush_switch_off() { ctg::set_flush_subnormals(false); }
+};
+
+// This thread's subnormal mode set by hand while it lives, then its own back.
+struct thread_mode {
+  std::uint64_t const own = ctg::cpu::subnormal_mode();
+  explicit thread_mode(std::uint64_t mode) { ctg::cpu::adopt_subnormal_mode(mode); }
+  ~thread_mode() { ctg::cpu::adopt_subnormal_mode(own); }
 };
 
 // A product computed on this thread, out of the compiler's sight.
@@ -48,7 +54,7 @@ auto recurrence_kernel = ctg::kernel<"recurrence">([](auto x, auto out, int step
 
 TEST_CASE("a host launch flushes subnormals only when asked, on every thread, and restores the caller's mode") {
   if (!ctg::subnormal_flush_available) return;
-  restore_settings const restore;
+  flush_switch_off const off;
   float const tiny = host_product(1e-20f, 1e-20f);  // 1e-40: subnormal in float
   REQUIRE(std::fpclassify(tiny) == FP_SUBNORMAL);
   float const from_tiny = host_product(tiny, 1e30f);  // a subnormal operand, a normal result
@@ -59,7 +65,7 @@ TEST_CASE("a host launch flushes subnormals only when asked, on every thread, an
   ctg::field<float, 1> x({n}, {.name = "x"}), y({n}, {.name = "y"});
   for (int threads : {1, 2}) {
     CAPTURE(threads);
-    ctg::set_num_threads(threads);
+    ad_test::thread_scope const pool(threads);
 
     ctg::set_flush_subnormals(false);
     CHECK(!ctg::flush_subnormals());
@@ -91,29 +97,63 @@ TEST_CASE("a host launch flushes subnormals only when asked, on every thread, an
 TEST_CASE("the pool's workers run every chunk under the caller's subnormal mode") {
   if (!ctg::subnormal_flush_available) return;
   ctg::cpu::thread_pool pool(3);
-  std::int64_t const n = 1 << 16;
-  std::uint32_t const own = ctg::cpu::subnormal_mode();
-  for (std::uint32_t const mode : {ctg::cpu::flush_bits, 0u, ctg::cpu::flush_bits}) {
+  std::int64_t const n = ctg::cpu::thread_pool::inline_below * 4;
+  REQUIRE_FALSE(pool.runs_on_caller(n));
+  // Each mode after the other, so that a worker still in the previous
+  // launch's mode would show.
+  for (std::uint64_t const mode : {ctg::cpu::flush_bits, std::uint64_t(0), ctg::cpu::flush_bits}) {
     CAPTURE(mode);
-    ctg::cpu::adopt_subnormal_mode(mode);
-    std::atomic<int> chunks{0}, on_workers{0}, other_mode{0};
+    thread_mode const caller(mode);
+    auto const me = std::this_thread::get_id();
+    std::atomic<int> on_workers{0}, other_mode{0};
+    std::atomic<bool> waited{false};
     pool.parallel_for(n, [&](std::int64_t, std::int64_t) {
-      // Long enough that the workers wake and claim chunks of their own.
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      chunks.fetch_add(1);
-      if (ctg::cpu::thread_pool::thread_index() != 0) on_workers.fetch_add(1);
       if (ctg::cpu::subnormal_mode() != mode) other_mode.fetch_add(1);
+      if (std::this_thread::get_id() != me) {
+        on_workers.fetch_add(1);
+      } else if (!waited.exchange(true)) {
+        // The caller's first chunk (if the workers leave it any) waits until
+        // a worker has run one.
+        auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (on_workers.load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      }
     });
-    ctg::cpu::adopt_subnormal_mode(own);
-    CHECK(chunks.load() == pool.chunk_count(n));
     CHECK(on_workers.load() > 0);
     CHECK(other_mode.load() == 0);
   }
 }
 
+TEST_CASE("a tape's backward() adds on the host in the program's subnormal mode") {
+  if (!ctg::subnormal_flush_available) return;
+  flush_switch_off const off;
+  auto weigh = ctg::kernel<"weigh">(
+      [](auto y, auto loss, float c) { return ctg::range(y.size(), [=](auto i) { return loss() += y[i] * c; }); });
+  // x's gradient: copy_from's adjoint adds y's, 1.4e-38 (normal), to the
+  // -1.5e-38 (normal) that ctg::keep_gradients set aside and adds back on
+  // the host: -1e-39, subnormal, or 0 flushed.
+  float const expected_ieee = host_product(1.4e-38f, 1.0f) + host_product(-1.5e-38f, 1.0f);
+  REQUIRE(std::fpclassify(expected_ieee) == FP_SUBNORMAL);
+  for (bool const flush : {false, true}) {
+    CAPTURE(flush);
+    ctg::set_flush_subnormals(flush);
+    ctg::field<float, 1, ctg::grad> x({4}, {.name = "x"}), y({4}, {.name = "y"});
+    ctg::field<float, 0, ctg::grad> loss({.name = "loss"});
+    x.fill(1.0f);
+    x.grad().fill(-1.5e-38f);
+    {
+      ctg::tape tape(loss, ctg::keep_gradients);
+      y.copy_from(x);
+      weigh(y, loss, 1.4e-38f);
+      tape.backward();
+    }
+    for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == (flush ? 0.0f : expected_ieee));
+    CHECK(host_product(1.4e-38f, 1.0f) + host_product(-1.5e-38f, 1.0f) == expected_ieee);
+  }
+}
+
 TEST_CASE("a gradient that decays through subnormals is the same, flushed or not") {
   if (!ctg::subnormal_flush_available) return;
-  restore_settings const restore;
+  flush_switch_off const off;
   int const n = 4096, steps = 64;
   float const a = 0.9f, b = 0.7f;
   ctg::field<float, 1, ctg::grad> x({n}, {.name = "x"}), out({n}, {.name = "out"});
@@ -142,7 +182,7 @@ TEST_CASE("a gradient that decays through subnormals is the same, flushed or not
     for (int threads : {1, 2}) {
       CAPTURE(flush);
       CAPTURE(threads);
-      ctg::set_num_threads(threads);
+      ad_test::thread_scope const pool(threads);
       ctg::set_flush_subnormals(flush);
       x.grad().fill(0.0f);
       recurrence_kernel(x, out, steps, a, b);

@@ -167,7 +167,7 @@ class basic_thread_pool {
     std::int64_t chunks = 0;  // chunks of the launch
     std::int64_t first = 0;   // this slot's first chunk
     std::int64_t count = 0;   // and how many
-    std::uint32_t subnormal_mode = 0;  // the caller's flush bits
+    std::uint64_t subnormal_mode = 0;  // the caller's flush bits
   };
   template <class T>
   struct alignas(pool_detail::pool_line) line {
@@ -323,7 +323,7 @@ void basic_thread_pool<Hooks>::hand_out(std::int64_t n, void (*call)(void*, std:
   status_.error = nullptr;
   pending_.value.store(int(chunks), std::memory_order_relaxed);
   std::uint64_t const gen = ++generation_ & 0xffffffffu;
-  std::uint32_t const mode = subnormal_mode();
+  std::uint64_t const mode = subnormal_mode();
   // The workers' slots first, so that they can start while the caller
   // fills its own.
   for (int k = 1; k <= threads_; ++k) {
