@@ -178,9 +178,9 @@ void parallel_for(int64 n, Body&& body) {
 // launches (ctg::set_flush_subnormals) and for the hand-written loops alike:
 // those are not launches, so the calling thread's own mode is set too, and
 // the pool's workers adopt it for every chunk.
-inline void set_subnormal_flush(bool on) {
+inline void flush_subnormals_everywhere(bool on) {
   ctg::set_flush_subnormals(on);
-  ctg::cpu::adopt_subnormal_mode(on ? ctg::cpu::flush_bits : 0u);
+  ctg::cpu::adopt_subnormal_mode(on ? ctg::cpu::flush_bits : 0);
 }
 
 // Add to an element several iterations may share: a relaxed atomic add (the

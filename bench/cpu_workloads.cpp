@@ -214,7 +214,7 @@ void BM_recurrence_gradient_flushed(benchmark::State& state) {
   float a = d.a, b = d.b;
   auto setup = [&](bool flush) {
     return [&d, flush] {
-      bench::set_subnormal_flush(flush);
+      bench::flush_subnormals_everywhere(flush);
       d.reseed();
       d.x.zero_grad();
     };
@@ -231,7 +231,7 @@ void BM_recurrence_gradient_flushed(benchmark::State& state) {
                                     variant{setup(true), [&] { d.hand_value_and_gradient(); }},
                                     variant{setup(false), [&] { rec_kernel.value_and_grad(d.x, d.out, iters, a, b); }},
                                     variant{setup(false), [&] { d.hand_value_and_gradient(); }}});
-  bench::set_subnormal_flush(false);
+  bench::flush_subnormals_everywhere(false);
   state.counters["bytes_per_second"] =
       benchmark::Counter(20.0 * rec_n * double(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["ratio_ctgrad_over_hand_gradient"] = t[0] / t[1];

@@ -7,6 +7,8 @@
 // checks ctgrad against the hand-written code first, then times the
 // variants alternately.
 #include <array>
+#include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "cpu_support.hpp"
@@ -114,6 +116,53 @@ void BM_recurrence_adjoint(benchmark::State& state) {
                                          variant{reseed, [&] { hand_interleaved_adjoint(d); }}}));
 }
 
+// The adjoints of BM_recurrence_adjoint with subnormals flushed to zero and
+// in IEEE mode (cpu_support.hpp, flush_subnormals_everywhere), and how many
+// of the sweep's steps hold a subnormal adjoint or one already zero, in
+// float as the hand-written sweep computes it: the adjoint is multiplied by
+// a cos(v) < 1 at each step and decays through the subnormal range.
+void BM_recurrence_adjoint_flushed(benchmark::State& state) {
+  bench::use_threads(state);
+  rec_data d;
+  std::int64_t subnormal = 0, zero = 0;
+  std::vector<float> history(rec_iters);
+  for (int i = 0; i < rec_n; ++i) {
+    float v = 0.0f;
+    for (int j = 0; j < rec_iters; ++j) history[std::size_t(j)] = v, v = std::sin(v) * d.a + d.xs[i] * d.b;
+    float g = 1.0f;
+    for (int j = rec_iters - 1; j >= 0; --j) {
+      g = g * d.a * std::cos(history[std::size_t(j)]);
+      subnormal += std::fpclassify(g) == FP_SUBNORMAL;
+      zero += g == 0.0f;
+    }
+  }
+  auto in_mode = [&](bool flush) {
+    return [&d, flush] {
+      bench::flush_subnormals_everywhere(flush);
+      d.reseed();
+    };
+  };
+  d.ours_forward();
+  in_mode(true)();
+  d.ours_adjoint();
+  auto flushed = d.x.grad().to_vector();
+  d.x.zero_grad();
+  in_mode(false)();
+  d.ours_adjoint();
+  bench::compare(flushed, d.x.grad().to_vector(), 1e-5, "recurrence adjoint, flushed");
+  auto t = bench::paired<4>(state, {variant{in_mode(true), [&] { d.ours_adjoint(); }},
+                                    variant{in_mode(true), [&] { hand_interleaved_adjoint(d); }},
+                                    variant{in_mode(false), [&] { d.ours_adjoint(); }},
+                                    variant{in_mode(false), [&] { hand_interleaved_adjoint(d); }}});
+  bench::flush_subnormals_everywhere(false);
+  double const steps = double(rec_n) * rec_iters;
+  state.counters["subnormal_adjoint_steps"] = double(subnormal) / steps;
+  state.counters["zero_adjoint_steps"] = double(zero) / steps;
+  state.counters["ratio_flushed_over_ieee"] = t[0] / t[2];
+  state.counters["hand_interleaved_ratio_flushed_over_ieee"] = t[1] / t[3];
+  state.counters["ratio_ctgrad_over_hand_interleaved_flushed"] = t[0] / t[1];
+}
+
 void common(benchmark::internal::Benchmark* b) {
   b->Apply(bench::thread_counts)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 }
@@ -122,5 +171,6 @@ void common(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_recurrence_forward)->Apply(common);
 BENCHMARK(BM_recurrence_adjoint)->Apply(common);
+BENCHMARK(BM_recurrence_adjoint_flushed)->Apply(common);
 
 int main(int argc, char** argv) { return bench::run_main(argc, argv); }

@@ -122,9 +122,6 @@ def main():
         peer = importlib.import_module(f"peer_{args.peer}")
         report["name"] = peer.NAME
         report["versions"], report["threads"] = peer.init()
-        # Whether the peer's kernels flush subnormals to zero: 1e-20 * 1e-20
-        # computed by one of them (1e-40 is subnormal in float32).
-        report["flushes_subnormals"] = bool(peer.subnormal_product() == 0.0)
     except Exception as e:  # not installed, or it does not start here
         report["skipped"] = f"{type(e).__name__}: {e}"
         with open(args.out, "w") as f:
@@ -132,6 +129,14 @@ def main():
         print(f"{args.peer}: skipped ({report['skipped']})")
         return 0
 
+    # Whether the peer's kernels flush subnormals to zero (1e-20 * 1e-20
+    # computed by one of them: 1e-40 is subnormal in float32), and whether
+    # starting it left this thread, which calls the C++ side, flushing too.
+    try:
+        report["flushes_subnormals"] = bool(peer.subnormal_product() == 0.0)
+    except Exception as e:
+        report["subnormal_probe_error"] = f"{type(e).__name__}: {e}"
+    report["leaves_thread_flushing"] = bool(np.float32(1e-20) * np.float32(1e-20) == 0.0)
     nat = native.Native(args.lib)
     report["workloads"] = {}
     for name in args.workloads.split(","):

@@ -170,15 +170,16 @@ std::string describe(std::vector<array> const& arrays) {
 
 std::string info_json;
 
-// The systems ctg_peers_gradient runs.
-enum system { hand_written = 0, ctgrad_ieee = 1, ctgrad_flushed = 2 };
+// The systems ctg_peers_gradient runs (bench/peers/native.py names them).
+constexpr int hand_written = 0, ctgrad_ieee = 1, ctgrad_flushed = 2;
 
 // One gradient of `w` by `which`, with the calling thread in IEEE mode for
-// the call (ctgrad with subnormals flushed sets its own mode per launch).
+// the call (ctgrad with subnormals flushed sets its own mode per launch;
+// where the build has no such mode it runs in IEEE mode too).
 void run_system(workload& w, int which) {
-  std::uint32_t const own = ctg::cpu::subnormal_mode();
-  ctg::cpu::adopt_subnormal_mode(0u);
-  ctg::set_flush_subnormals(which == ctgrad_flushed);
+  std::uint64_t const own = ctg::cpu::subnormal_mode();
+  ctg::cpu::adopt_subnormal_mode(0);
+  ctg::set_flush_subnormals(which == ctgrad_flushed && ctg::subnormal_flush_available);
   if (which == hand_written)
     w.hand();
   else

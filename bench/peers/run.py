@@ -38,7 +38,8 @@ WORKLOADS = [
 # ctgrad's systems in the harness's reports, and their columns: in IEEE mode,
 # and with subnormals flushed (ctg::set_flush_subnormals).
 CTGRAD_SYSTEMS = {"ctgrad": "ctgrad", "ctgrad_flushed": "ctgrad, flushed"}
-COLORS = {"ctgrad": "#1f77b4", "ctgrad, flushed": "#7fb2dc", "JAX": "#ff7f0e", "Warp": "#2ca02c", "Taichi": "#d62728", "Quadrants": "#9467bd"}
+COLORS = {"ctgrad": "#1f77b4", "ctgrad, flushed": "#7fb2dc", "JAX": "#ff7f0e", "Warp": "#2ca02c",
+          "Taichi": "#d62728", "Quadrants": "#9467bd"}
 
 
 def git_hash():
@@ -143,9 +144,9 @@ def table(context, reports, results):
         "hand-written C++ gradient on the same data (one loop for the value and the gradient of the map and the "
         "recurrence, forward then adjoint for the others), median over repetitions in which all ran alternately in one process; "
         "CPU time of the whole process first, wall time in parentheses. Below 1: faster than the hand-written code. "
-        "The hand-written C++ and the first ctgrad column keep IEEE subnormals; *ctgrad, flushed* and the peers "
-        "whose kernels flush them (the last table) set them to zero, which a gradient decaying through them "
-        "(the recurrence's) runs much faster in.",
+        "The hand-written C++ and the *ctgrad* column keep IEEE subnormals; *ctgrad, flushed* "
+        "(`ctg::set_flush_subnormals(true)`) and the peers whose kernels flush them (the last table) set them to "
+        "zero, and a gradient that decays through them (the recurrence's) runs much faster so.",
         "",
         "| workload | size | hand-written ms | " + " | ".join(systems) + " |",
         "|---|---|---:|" + "---:|" * len(systems),
@@ -177,6 +178,8 @@ def table(context, reports, results):
         notes = "; ".join(f"{w}: {wr['error'].strip().splitlines()[-1]}" for w, wr in r["workloads"].items()
                           if "error" in wr)
         mode = {True: "flushed", False: "IEEE"}.get(r.get("flushes_subnormals"), "?")
+        if r.get("leaves_thread_flushing"):
+            mode += " (and leaves the calling thread flushing)"
         lines.append(f"| {name} | {versions} | `{r['threads']}` | {mode} | {notes} |")
     if any(results[w]["notes"] for w, _, _ in WORKLOADS):
         lines.append("")

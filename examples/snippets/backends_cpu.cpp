@@ -18,7 +18,8 @@ int main() {
 
   // [snippet: subnormals]
   // Host launches flush subnormal floats (below 1.2e-38) to zero from now on,
-  // on every thread of the launch; IEEE subnormals again with false.
+  // on every thread of the launch; with false, the calling thread's own mode
+  // again.
   ctg::field<float, 1> small({4096}), product({4096});
   auto scale = ctg::kernel<"scale">(
       [](auto x, auto y, float s) { return ctg::range(x.size(), [=](auto i) { return y[i] = x[i] * s; }); });
