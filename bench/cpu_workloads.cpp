@@ -72,10 +72,9 @@ void BM_wave_forward_flushed(benchmark::State& state) {
   in_mode(true)();
   d.ours_forward();
   bench::compare(d.u.to_vector(), ieee, 1e-4, "wave forward, flushed");
-  auto t = bench::paired<4>(state, {variant{in_mode(true), [&] { d.ours_forward(); }},
-                                    variant{in_mode(true), [&] { d.hand_forward(); }},
-                                    variant{in_mode(false), [&] { d.ours_forward(); }},
-                                    variant{in_mode(false), [&] { d.hand_forward(); }}});
+  auto t = bench::paired<4>(
+      state, {variant{in_mode(true), [&] { d.ours_forward(); }}, variant{in_mode(true), [&] { d.hand_forward(); }},
+              variant{in_mode(false), [&] { d.ours_forward(); }}, variant{in_mode(false), [&] { d.hand_forward(); }}});
   bench::flush_subnormals_everywhere(false);
   state.counters["ratio_ctgrad_over_hand_forward"] = t[0] / t[1];
   state.counters["ratio_flushed_over_ieee"] = t[0] / t[2];
