@@ -6,6 +6,8 @@
 #   cpu_workloads.json, cpu_workloads_sim.json   ctgrad vs hand-written, paired timing
 #   launch_overhead.json                         the thread pool's cost per launch, 1 vs 2 threads
 #   thread_scaling.json                          ctgrad and hand-written on 1 and 2 threads, paired
+#   machine_scaling.json                         what a second thread gives on this machine, apart
+#                                                from ctgrad (arithmetic in L1, in L2, a stream)
 #   tape_inplace.json                            the tape's saving rate against memcpy, and in-place
 #                                                rollouts against state indexed by the step
 #   interleave.json                              the recurrence with its iterations interleaved, against
@@ -80,8 +82,8 @@ if ! dpkg-query -W -f='${Status}' libadolc-dev 2>/dev/null | grep -q "ok install
 fi
 cmake --preset bench >/dev/null
 cmake --build --preset bench --target bench_cpu_workloads bench_cpu_workloads_sim bench_cpu_adolc \
-  bench_alloc_count bench_profile_counts bench_launch_overhead bench_thread_scaling bench_tape_inplace \
-  bench_views_strided bench_interleave bench_vector_math
+  bench_alloc_count bench_profile_counts bench_launch_overhead bench_thread_scaling bench_machine_scaling \
+  bench_tape_inplace bench_views_strided bench_interleave bench_vector_math
 
 out=bench/results
 bin=build/bench/bench
@@ -91,8 +93,8 @@ if [[ -n $(git status --porcelain -- include bench ':!bench/results') ]]; then g
 args=(--benchmark_out_format=json "--benchmark_context=git_hash=$git_hash")
 if ((quick)); then args+=(--benchmark_min_time=0.1); fi
 
-for b in cpu_workloads cpu_workloads_sim launch_overhead thread_scaling tape_inplace views_strided interleave \
-  vector_math; do
+for b in cpu_workloads cpu_workloads_sim launch_overhead thread_scaling machine_scaling tape_inplace views_strided \
+  interleave vector_math; do
   "$bin/bench_$b" "--benchmark_out=$out/$b.json" "${args[@]}"
 done
 # Exit status 77: built without ADOL-C (it says so).
