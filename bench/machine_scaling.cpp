@@ -12,7 +12,6 @@
 // ratio_2t_over_1t is 0.5 where a second thread doubles the throughput.
 // On a virtual machine whose two vCPUs share a physical core's resources (or
 // its clock), body:0 shows it while body:2 may not.
-#include <algorithm>
 #include <vector>
 
 #include "cpu_support.hpp"
