@@ -183,6 +183,26 @@ inline void flush_subnormals_everywhere(bool on) {
   ctg::cpu::adopt_subnormal_mode(on ? ctg::cpu::flush_bits : 0);
 }
 
+// ctgrad's code and the hand-written one, each with subnormals flushed and
+// in IEEE mode, alternated as paired() does (after `setup`, in each mode):
+// the times of {ctgrad flushed, hand-written flushed, ctgrad IEEE,
+// hand-written IEEE}. Leaves IEEE mode; reports ctgrad's flushed over IEEE.
+inline std::array<double, 4> paired_flushed_and_ieee(benchmark::State& state, std::function<void()> const& setup,
+                                                     std::function<void()> const& ours,
+                                                     std::function<void()> const& hand) {
+  auto in_mode = [&setup](bool flush) {
+    return [&setup, flush] {
+      flush_subnormals_everywhere(flush);
+      setup();
+    };
+  };
+  auto const t = paired<4>(state, {variant{in_mode(true), ours}, variant{in_mode(true), hand},
+                                   variant{in_mode(false), ours}, variant{in_mode(false), hand}});
+  flush_subnormals_everywhere(false);
+  state.counters["ratio_flushed_over_ieee"] = t[0] / t[2];
+  return t;
+}
+
 // Add to an element several iterations may share: a relaxed atomic add (the
 // same instruction sequence ctgrad's backend uses) when threads run the loop
 // concurrently, a plain add otherwise.

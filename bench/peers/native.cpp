@@ -177,15 +177,13 @@ constexpr int hand_written = 0, ctgrad_ieee = 1, ctgrad_flushed = 2;
 // the call (ctgrad with subnormals flushed sets its own mode per launch;
 // where the build has no such mode it runs in IEEE mode too).
 void run_system(workload& w, int which) {
-  std::uint64_t const own = ctg::cpu::subnormal_mode();
-  ctg::cpu::adopt_subnormal_mode(0);
+  ctg::cpu::subnormal_mode_scope const ieee(0);
   ctg::set_flush_subnormals(which == ctgrad_flushed && ctg::subnormal_flush_available);
   if (which == hand_written)
     w.hand();
   else
     w.ours();
   ctg::set_flush_subnormals(false);
-  ctg::cpu::adopt_subnormal_mode(own);
 }
 
 }  // namespace

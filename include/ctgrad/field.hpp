@@ -410,15 +410,15 @@ struct field_storage {
   // not lost (the launch's own rows differ too, and get its stamp right
   // after); and the other rows still hold what a forward launch left.
   //
-  // `host_write_checks` here and below is the calling translation unit's
-  // CTG_HOST_WRITE_CHECKS: a default argument, so spelled where the call
-  // is. With the runtime compiled once (CTG_SEPARATE_COMPILATION) these
-  // functions are compiled in one unit, which must not decide the checks
-  // for the units that launch.
-  void note_write(int which, bool bulk = true, bool host_write_checks = CTG_HOST_WRITE_CHECKS);
+  // `host_write_checks` (of note_rows_write, note_launch_write and touch)
+  // is the calling translation unit's CTG_HOST_WRITE_CHECKS: a default
+  // argument of the functions launches and host writes call, so spelled
+  // where the call is. With the runtime compiled once
+  // (CTG_SEPARATE_COMPILATION) these functions are compiled in one unit,
+  // which must not decide the checks for the units that launch.
+  void note_write(int which, bool bulk = true);
   // A launch wrote `rows` of the first axis (of `extent`) and nothing else.
-  void note_rows_write(int which, row_set const& rows, std::int64_t extent,
-                       bool host_write_checks = CTG_HOST_WRITE_CHECKS);
+  void note_rows_write(int which, row_set const& rows, std::int64_t extent, bool host_write_checks);
   // Whether writes of a buffer whose first axis has `extent` rows are
   // stamped row by row (otherwise each counts as a write of the whole).
   static bool tracks_rows(std::int64_t extent) { return extent > 0 && extent <= buffer_state::max_tracked_rows; }
@@ -522,9 +522,6 @@ CTG_RUNTIME_INLINE std::shared_ptr<field_storage> new_field_storage(std::string_
 // the space, so a field type calling it would instantiate its own).
 CTG_RUNTIME_INLINE void zero_packed(memory_space space, void* buffer, std::size_t bytes, std::string const& name);
 
-// The definitions of the runtime functions declared above: inline, or in
-// the translation unit of <ctgrad/src.hpp> alone (CTG_SEPARATE_COMPILATION,
-// config.hpp).
 #if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE std::string describe_index(std::initializer_list<std::int64_t> idx) {
   std::ostringstream os;
@@ -672,9 +669,8 @@ CTG_RUNTIME_INLINE void field_storage::copy_within_space(void* dst, void const* 
   memory::in_space(space, [&](auto tag) { tag.copy(dst, src, bytes, field_what(name)); });
 }
 
-CTG_RUNTIME_INLINE void field_storage::note_write(int which, bool bulk, bool host_write_checks) {
+CTG_RUNTIME_INLINE void field_storage::note_write(int which, bool bulk) {
   buffer_state& b = state[which];
-  if (host_write_checks && !bulk && b.touched) settle(which);
   b.touched = false;
   b.snapshot.clear();
   std::uint64_t const before = b.version++;
@@ -689,7 +685,8 @@ CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::note_rows_write(int which, r
   buffer_state& b = state[which];
   bool in_range = !rows.all() && tracks_rows(extent);
   for (int k = 0; in_range && k < rows.count; ++k) in_range = rows.rows[k] >= 0 && rows.rows[k] < extent;
-  note_write(which, !in_range, host_write_checks);
+  if (host_write_checks && in_range && b.touched) settle(which);
+  note_write(which, !in_range);
   if (!in_range) return;
   std::uint64_t const stamp = new_row_stamp(b, extent);
   for (int k = 0; k < rows.count; ++k) b.row_stamps[std::size_t(rows.rows[k])] = stamp;

@@ -881,7 +881,7 @@ class kernel_t {
     if (space == memory_space::host) {
       // Every host offload passes here: the program's subnormal mode is set
       // on this thread, and the pool hands it to the workers with each chunk.
-      cpu::subnormal_mode_scope const subnormals;
+      cpu::subnormal_mode_scope const subnormals(cpu::requested_subnormal_mode());
       if constexpr (options::race_check) {
         race::report race;
         race::run_offload<Pass, Slots, Named>(o, bound, status, options::capacity, &unsized, race);

@@ -111,9 +111,6 @@ struct offload_outcome {
 // Throws what the outcome reports, if it reports anything raised.
 CTG_RUNTIME_INLINE void raise_offload_failure(std::string_view kernel, offload_outcome const& o, launch_args args);
 
-// The definitions of the runtime functions declared above: inline, or in
-// the translation unit of <ctgrad/src.hpp> alone (CTG_SEPARATE_COMPILATION,
-// config.hpp).
 #if CTG_RUNTIME_DEFINITIONS
 CTG_RUNTIME_INLINE std::string describe_field_param(int i, std::string const& name, int const* extents, int rank) {
   return "parameter #" + std::to_string(i) + " (field '" + name + "', shape " + shape_string(extents, rank) + ")";

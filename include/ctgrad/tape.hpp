@@ -353,8 +353,14 @@ class tape : private detail::host_write_observer {
   // Before the buffer is overwritten: copies its version if something holds it.
   void keep_current(tracked& t);
   void restore(tracked& t, std::uint64_t version);
-  bool has_copy(tracked const& t, std::uint64_t version) const;
-  void watch(tracked& t, std::uint64_t version);
+  bool has_copy(tracked const& t, std::uint64_t version) const {
+    auto const it = t.kept.find(version);
+    return it != t.kept.end() && it->second.data != nullptr;
+  }
+  void watch(tracked& t, std::uint64_t version) {
+    t.storage->state[t.which].watched = version;
+    t.watch = version;
+  }
   // Before adjoint `l`: the buffer holds the version it needs.
   void provide(launch_entry const& l, need const& n);
   // Every field ends with its final forward values.
@@ -366,7 +372,10 @@ class tape : private detail::host_write_observer {
   }
   // The tape recording on this thread: launches and whole-field host writes
   // (detail::host_write_observer) go to it.
-  static void record_here(tape* t);
+  static void record_here(tape* t) {
+    detail::active_tape() = t;
+    detail::host_write_observer_of_thread() = t;
+  }
   // The storages no longer need copies on touch for this tape; every copy goes.
   void unwatch();
 
@@ -468,7 +477,7 @@ CTG_RUNTIME_INLINE void tape::backward() {
   // ctg::set_flush_subnormals covers the gradient adds made here on the
   // host (copy_from's adjoint, a halo's, the adding back below), not only
   // the adjoints' launches. Declared first, it outlives the adding back.
-  cpu::subnormal_mode_scope const subnormals;
+  cpu::subnormal_mode_scope const subnormals(cpu::requested_subnormal_mode());
   // With ctg::keep_gradients the gradients there are set aside and added
   // back at the end: an intermediate field's gradient from an earlier
   // backward() must not flow through this one's adjoints.
@@ -774,16 +783,6 @@ CTG_RUNTIME_INLINE void tape::restore(tracked& t, std::uint64_t version) {
   watch(t, version);
 }
 
-CTG_RUNTIME_INLINE bool tape::has_copy(tracked const& t, std::uint64_t version) const {
-  auto const it = t.kept.find(version);
-  return it != t.kept.end() && it->second.data != nullptr;
-}
-
-CTG_RUNTIME_INLINE void tape::watch(tracked& t, std::uint64_t version) {
-  t.storage->state[t.which].watched = version;
-  t.watch = version;
-}
-
 CTG_RUNTIME_INLINE void tape::provide(launch_entry const& l, need const& n) {
   tracked& t = buffers_[n.buffer];
   if (version_of(t) == n.version) return;
@@ -807,11 +806,6 @@ CTG_RUNTIME_INLINE std::string tape::scope_name() const {
   std::string out;
   for (auto const& s : scopes_) out += (out.empty() ? "" : "/") + s;
   return out;
-}
-
-CTG_RUNTIME_INLINE void tape::record_here(tape* t) {
-  detail::active_tape() = t;
-  detail::host_write_observer_of_thread() = t;
 }
 
 CTG_RUNTIME_INLINE void tape::unwatch() {

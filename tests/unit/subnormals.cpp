@@ -21,13 +21,6 @@ struct flush_switch_off {
   ~flush_switch_off() { ctg::set_flush_subnormals(false); }
 };
 
-// This thread's subnormal mode set by hand while it lives, then its own back.
-struct thread_mode {
-  std::uint64_t const own = ctg::cpu::subnormal_mode();
-  explicit thread_mode(std::uint64_t mode) { ctg::cpu::adopt_subnormal_mode(mode); }
-  ~thread_mode() { ctg::cpu::adopt_subnormal_mode(own); }
-};
-
 // A product computed on this thread, out of the compiler's sight.
 float host_product(float a, float b) {
   volatile float va = a, vb = b;
@@ -103,7 +96,7 @@ TEST_CASE("the pool's workers run every chunk under the caller's subnormal mode"
   // launch's mode would show.
   for (std::uint64_t const mode : {ctg::cpu::flush_bits, std::uint64_t(0), ctg::cpu::flush_bits}) {
     CAPTURE(mode);
-    thread_mode const caller(mode);
+    ctg::cpu::subnormal_mode_scope const caller(mode);
     auto const me = std::this_thread::get_id();
     std::atomic<int> on_workers{0}, other_mode{0};
     std::atomic<bool> waited{false};

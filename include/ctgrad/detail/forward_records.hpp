@@ -78,16 +78,24 @@ class forward_records {
   // buffers; nothing when no remembered launch was on them.
   std::optional<std::uint64_t> stamp_of(buffer_list const& buffers, std::uint64_t numbers) const;
 
-  std::size_t size() const;
+  std::size_t size() const {
+    std::lock_guard lock(mutex_);
+    return records_.size();
+  }
 
   // A launch that wrote values and keeps no record (k.fwd's tangent pass, a
   // launch on fields without gradients): every such launch calls it, so it
   // takes no lock.
-  void note_unrecorded_launch();
+  void note_unrecorded_launch() {
+    if (!unrecorded_.load(std::memory_order_relaxed)) unrecorded_.store(true, std::memory_order_relaxed);
+  }
   // Whether every launch of the kernel that wrote values is among the
   // records (none forgotten, none unrecorded): then buffers no record names
   // are buffers the kernel never ran forward on.
-  bool holds_every_launch() const;
+  bool holds_every_launch() const {
+    std::lock_guard lock(mutex_);
+    return !forgot_ && !unrecorded_.load(std::memory_order_relaxed);
+  }
 
  private:
   static constexpr std::size_t none = ~std::size_t(0);
@@ -152,20 +160,6 @@ CTG_RUNTIME_INLINE CTG_NOINLINE std::optional<std::uint64_t> forward_records::st
   for (auto const& r : records_)
     if (r.buffers == buffers && (!on_buffers || r.stamp > *on_buffers)) on_buffers = r.stamp;
   return on_buffers;
-}
-
-CTG_RUNTIME_INLINE std::size_t forward_records::size() const {
-  std::lock_guard lock(mutex_);
-  return records_.size();
-}
-
-CTG_RUNTIME_INLINE void forward_records::note_unrecorded_launch() {
-  if (!unrecorded_.load(std::memory_order_relaxed)) unrecorded_.store(true, std::memory_order_relaxed);
-}
-
-CTG_RUNTIME_INLINE bool forward_records::holds_every_launch() const {
-  std::lock_guard lock(mutex_);
-  return !forgot_ && !unrecorded_.load(std::memory_order_relaxed);
 }
 
 CTG_RUNTIME_INLINE std::uint64_t forward_records::hash_of(buffer_list const& buffers, std::uint64_t numbers) {

@@ -96,31 +96,25 @@ inline void adopt_subnormal_mode(std::uint64_t mode) {
 // The program's setting (ctg::set_flush_subnormals).
 inline constinit std::atomic<bool> flush_subnormals_setting{false};
 
-// On the calling thread of a host launch or of a tape's backward(), while it
-// lives: subnormals flushed when the program asked for it
-// (ctg::set_flush_subnormals), and then the thread's own mode back;
-// otherwise the thread's own mode, untouched.
+// This thread in the subnormal mode `mode` while the scope lives, then in
+// its own mode again.
 class subnormal_mode_scope {
  public:
-  subnormal_mode_scope() {
-    if constexpr (flush_bits != 0) {
-      if (flush_subnormals_setting.load(std::memory_order_relaxed)) {
-        saved_ = subnormal_mode();
-        adopt_subnormal_mode(flush_bits);
-        set_ = true;
-      }
-    }
-  }
-  ~subnormal_mode_scope() {
-    if (set_) adopt_subnormal_mode(saved_);
-  }
+  explicit subnormal_mode_scope(std::uint64_t mode) : saved_(subnormal_mode()) { adopt_subnormal_mode(mode); }
+  ~subnormal_mode_scope() { adopt_subnormal_mode(saved_); }
   subnormal_mode_scope(subnormal_mode_scope const&) = delete;
   subnormal_mode_scope& operator=(subnormal_mode_scope const&) = delete;
 
  private:
-  std::uint64_t saved_ = 0;
-  bool set_ = false;
+  std::uint64_t saved_;
 };
+
+// The mode a host launch or a tape's backward() runs in on its calling
+// thread: flushed when the program asked for it (ctg::set_flush_subnormals),
+// otherwise the thread's own.
+inline std::uint64_t requested_subnormal_mode() {
+  return flush_subnormals_setting.load(std::memory_order_relaxed) ? flush_bits : subnormal_mode();
+}
 
 }  // namespace cpu
 
