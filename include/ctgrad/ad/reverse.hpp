@@ -54,12 +54,6 @@ CTG_HOST_DEVICE void zero_all(detail::tuple<T...>& t) {
   }(std::index_sequence_for<T...>{});
 }
 
-// A recorded expression: its value (or absent<T>) and its operands' records.
-template <class V, class... Kids>
-struct recorded {
-  V value;
-  detail::tuple<Kids...> kids;
-};
 // What record() returns for an inactive expression whose value is not
 // needed: its value is absent, like that of a record made without it, so
 // every record has a `value` and it is read without a helper function (one
@@ -69,7 +63,8 @@ struct nothing_recorded {
   absent<V> value;
 };
 
-// How many levels of a chain of records are built in place, each
+// How many levels of a chain of records kept as members of their own types
+// (record_slot, below: a subtree with matrices) are built in place, each
 // operand's record inside its parent's, before one level records its
 // operands into locals and copies them in. In place, a deep expression's
 // record is one object whose fields are reached through every level above
@@ -83,7 +78,7 @@ struct nothing_recorded {
 // on the copies instead (a 200-operation chain: 45 s wholly in place, 66 s
 // cut every 16 levels), so with clang nothing is copied. nvcc's two passes
 // both follow the host compiler here, so that host and device see one record
-// type.
+// type. Records kept as bytes are always built in place.
 #if defined(__GNUC__) && !defined(__clang__)
 inline constexpr int record_levels_in_place = 16;
 #else
@@ -101,26 +96,63 @@ CTG_HOST_DEVICE V math_value(Kid const... kid) {
     return V{Fn::apply(kid...)};
 }
 
-// The record of a math node: its operands' records, built in place from the
-// prvalues that initialise them, then its value, which the default member
-// initialiser computes from theirs (so no function is named after the record).
-template <class Fn, class V, class... Kids>
-struct math_recorded;
-template <class Fn, class V, class K0>
-struct math_recorded<Fn, V, K0> {
-  detail::tuple<K0> kids;
-  V value = math_value<Fn, V>(CTG_IMPL_ELEMENT(0, kids).value);
+// How a math node's or a passed value's record keeps an operand's record
+// (its slot). As a member of the record's own type, the operand's fields are
+// reached by a path one step longer per level of the expression: in a chain
+// n deep the optimiser's address of each of n values is as long as its
+// depth, and passes that take addresses apart (dead-store elimination,
+// instcombine) do the square of the depth in work for each of the n
+// functions inlining leaves behind (clang 14 spent most of a 200-operation
+// adjoint's build there; docs/05, *Records as bytes*). As bytes, every level
+// starts a fresh offset from its parent's. Only a subtree of scalars is kept
+// as bytes: g++ then keeps records of Eigen values in memory (the MPM step's
+// G2P adjoint ran 5.4 times slower). Either slot is built in place by
+// placement new from record()'s prvalue and read through its address cast to
+// the record's type (std::launder would be the letter of the standard, but
+// g++ takes it for an opaque pointer and then keeps every record in memory:
+// the adjoints ran 6 to 140 times slower).
+template <class K>
+struct record_bytes {
+  using type = K;
+  alignas(K) unsigned char bytes[sizeof(K)];
 };
-template <class Fn, class V, class K0, class K1>
-struct math_recorded<Fn, V, K0, K1> {
-  detail::tuple<K0, K1> kids;
-  V value = math_value<Fn, V>(CTG_IMPL_ELEMENT(0, kids).value, CTG_IMPL_ELEMENT(1, kids).value);
+template <class K>
+struct record_member {
+  using type = K;
+  K bytes;
 };
-template <class Fn, class V, class K0, class K1, class K2>
-struct math_recorded<Fn, V, K0, K1, K2> {
-  detail::tuple<K0, K1, K2> kids;
-  V value = math_value<Fn, V>(CTG_IMPL_ELEMENT(0, kids).value, CTG_IMPL_ELEMENT(1, kids).value,
-                              CTG_IMPL_ELEMENT(2, kids).value);
+// Whether every value in the subtree N is a scalar.
+template <class N>
+inline constexpr bool scalar_subtree_v = false;
+template <class Op, class... K>
+inline constexpr bool scalar_subtree_v<node<Op, K...>> = std::is_arithmetic_v<value_t<node<Op, K...>>> &&
+                                                         (scalar_subtree_v<K> && ...);
+// The slot of the record K of operand node N.
+template <class N, class K>
+using record_slot = std::conditional_t<scalar_subtree_v<N>, record_bytes<K>, record_member<K>>;
+// Operand I's record in a record of slots, its type, and where it is built:
+// `new (CTG_IMPL_KID_BYTES(I, t)) CTG_IMPL_KID_TYPE(I, t)(record(...))`.
+#define CTG_IMPL_KID_TYPE(I, record) typename std::remove_cvref_t<decltype(CTG_IMPL_ELEMENT(I, (record).kids))>::type
+#define CTG_IMPL_KID_RECORD(I, record) \
+  (*reinterpret_cast<CTG_IMPL_KID_TYPE(I, record) const*>(&CTG_IMPL_ELEMENT(I, (record).kids).bytes))
+#define CTG_IMPL_KID_BYTES(I, record)                                                                       \
+  (&static_cast<::ctg::detail::tuple_leaf<I, ::ctg::detail::tuple_element_t<I, decltype((record).kids)>>&>( \
+        (record).kids)                                                                                      \
+        .value.bytes)
+
+// A recorded expression: its value (or absent<T>) and its operands' records.
+template <class V, class... Kids>
+struct recorded {
+  V value;
+  detail::tuple<Kids...> kids;
+};
+
+// The record of a math node: its operands' slots, then its value, which
+// record() computes from theirs (so no function is named after the record).
+template <class Fn, class V, class... Slots>
+struct math_recorded {
+  detail::tuple<Slots...> kids;
+  V value;
 };
 
 // The value a node that passes its operand's on holds (a cast, stop_grad, a
@@ -133,12 +165,11 @@ CTG_HOST_DEVICE T passed_value(V const& v) {
     return convert<T>(v);
 }
 
-// The record of such a node: its operand's record, built in place, then the
-// value from it, as in math_recorded.
-template <class T, class K0>
+// The record of such a node: its operand's slot, then the value from it.
+template <class T, class Slot>
 struct passed_recorded {
-  detail::tuple<K0> kids;
-  T value = passed_value<T>(CTG_IMPL_ELEMENT(0, kids).value);
+  detail::tuple<Slot> kids;
+  T value;
 };
 
 // One side of a select's record, recorded only when that side is taken.
@@ -236,6 +267,14 @@ struct reverse {
   template <class N>
   static constexpr bool records_in_place = ir::height_v<N> % record_levels_in_place != 0;
 
+  // A record is declared, then its operands' records are built into its
+  // bytes and its value is set. GCC, at -O1 with the sanitizers, takes the
+  // returned record for one that may be uninitialised: it does not follow
+  // the placement of the operands' records into the bytes.
+#if defined(__GNUC__) && !defined(__clang__)
+#  pragma GCC diagnostic push
+#  pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
   template <bool Need, class Fr, class Op, class... K>
   CTG_HOST_DEVICE static auto record(node<Op, K...> const& n, Fr& f) {
     using N = node<Op, K...>;
@@ -265,7 +304,8 @@ struct reverse {
   CTG_HOST_DEVICE static auto record_node(node<op::access<I, T, R, G, D, B>, Idx...> const& n, Fr& f) {
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       // Kids are built in place inside the returned record (no copies of sub-records).
-      using Record = recorded<std::conditional_t<Need, T, absent<T>>, decltype(record<true>(detail::get<Is>(n.kids), f))...>;
+      using Record =
+          recorded<std::conditional_t<Need, T, absent<T>>, decltype(record<true>(detail::get<Is>(n.kids), f))...>;
       Record t{{}, {{{record<true>(detail::get<Is>(n.kids), f)}...}}};
       if constexpr (Need) {
         T const* p = eval::element_pointer(detail::get<I>(*f.args), B, I, f, detail::get<Is>(t.kids).value...);
@@ -280,59 +320,59 @@ struct reverse {
   // deep an expression can be): the operands of each arity (one to three, as
   // in forward::eval) are recorded here instead of by a helper expanded over
   // their positions, a second level. An operand's record is the prvalue
-  // record() returns, built in place inside this node's record
-  // (math_recorded), whose value is computed from it after. A record kept in
-  // a local and copied into its parent's copies every record below it again:
-  // a chain of records then costs its depth squared in copies, at run time
-  // and in the optimiser, which takes them apart store by store (clang 14's
-  // dead-store pass spent half of a 200-operation kernel's build on them),
-  // and in a sweep inlined into one loop (CTG_FLATTEN) a copy left in memory
-  // slowed the wave's gathering adjoint 80 times (docs/05, *Depth*). Every
-  // record_levels_in_place levels of a chain, the operands are recorded into
-  // locals after all (see there).
+  // record() returns, built in place in this node's record (math_recorded),
+  // whose value is computed from it after. A record kept in a local and
+  // copied into its parent's copies every record below it again: a chain of
+  // records then costs its depth squared in copies, at run time and in the
+  // optimiser, and in a sweep inlined into one loop (CTG_FLATTEN) a copy left
+  // in memory slowed the wave's gathering adjoint 80 times (docs/05, *Depth*).
+#define CTG_IMPL_RECORD_KID(I, need)                                                                      \
+  if constexpr (records_in_place<N> || scalar_subtree_v<std::remove_cvref_t<decltype(kid<I>(n))>>) {      \
+    new (CTG_IMPL_KID_BYTES(I, t)) CTG_IMPL_KID_TYPE(I, t)(record<need>(CTG_IMPL_ELEMENT(I, n.kids), f)); \
+  } else {                                                                                                \
+    auto const kid_record = record<need>(CTG_IMPL_ELEMENT(I, n.kids), f);                                 \
+    new (CTG_IMPL_KID_BYTES(I, t)) CTG_IMPL_KID_TYPE(I, t)(kid_record);                                   \
+  }
   template <bool Need, class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
     using N = node<op::math<Fn>, K...>;
     static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");
     using V = std::conditional_t<Need, value_t<N>, absent<value_t<N>>>;
+    using kids = detail::tuple<K...>;
+    using K0 = detail::tuple_element_t<0, kids>;
     constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K>...>();
     if constexpr (!Need && !active<N>) {
       return nothing_recorded<value_t<N>>{};
-    } else if constexpr (!records_in_place<N>) {
-      if constexpr (sizeof...(K) == 1) {
-        auto k0 = record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f);
-        return math_recorded<Fn, V, decltype(k0)>{{{{k0}}}};
-      } else if constexpr (sizeof...(K) == 2) {
-        constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
-        auto k0 = record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f);
-        auto k1 = record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f);
-        return math_recorded<Fn, V, decltype(k0), decltype(k1)>{{{{k0}, {k1}}}};
-      } else {
-        constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
-        constexpr bool need2 = Need || operand_value_needed<Fn, 2, active<N>, active<K>...>();
-        auto k0 = record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f);
-        auto k1 = record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f);
-        auto k2 = record<need2>(CTG_IMPL_ELEMENT(2, n.kids), f);
-        return math_recorded<Fn, V, decltype(k0), decltype(k1), decltype(k2)>{{{{k0}, {k1}, {k2}}}};
-      }
     } else if constexpr (sizeof...(K) == 1) {
       using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
-      return math_recorded<Fn, V, T0>{{{{record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f)}}}};
+      math_recorded<Fn, V, record_slot<K0, T0>> t;
+      CTG_IMPL_RECORD_KID(0, need0)
+      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value);
+      return t;
     } else if constexpr (sizeof...(K) == 2) {
       constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
       using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
       using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f));
-      return math_recorded<Fn, V, T0, T1>{
-          {{{record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f)}, {record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f)}}}};
+      math_recorded<Fn, V, record_slot<K0, T0>, record_slot<detail::tuple_element_t<1, kids>, T1>> t;
+      CTG_IMPL_RECORD_KID(0, need0)
+      CTG_IMPL_RECORD_KID(1, need1)
+      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value);
+      return t;
     } else {
       constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
       constexpr bool need2 = Need || operand_value_needed<Fn, 2, active<N>, active<K>...>();
       using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
       using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f));
       using T2 = decltype(record<need2>(CTG_IMPL_ELEMENT(2, n.kids), f));
-      return math_recorded<Fn, V, T0, T1, T2>{{{{record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f)},
-                                                {record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f)},
-                                                {record<need2>(CTG_IMPL_ELEMENT(2, n.kids), f)}}}};
+      math_recorded<Fn, V, record_slot<K0, T0>, record_slot<detail::tuple_element_t<1, kids>, T1>,
+                    record_slot<detail::tuple_element_t<2, kids>, T2>>
+          t;
+      CTG_IMPL_RECORD_KID(0, need0)
+      CTG_IMPL_RECORD_KID(1, need1)
+      CTG_IMPL_RECORD_KID(2, need2)
+      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value,
+                                  CTG_IMPL_KID_RECORD(2, t).value);
+      return t;
     }
   }
 
@@ -352,14 +392,13 @@ struct reverse {
   // Value (cast, stop_grad, a func's scope). Expanded in each record_node rather
   // than called, so that such a node costs the template levels any other
   // does (docs/05, *Depth*).
-#define CTG_IMPL_RETURN_PASSED_RECORD()                                   \
-  if constexpr (records_in_place<std::remove_cvref_t<decltype(n)>>) {     \
-    using Kid = decltype(record<Need>(kid<0>(n), f));                     \
-    return passed_recorded<Value, Kid>{{{{record<Need>(kid<0>(n), f)}}}}; \
-  } else {                                                                \
-    auto k0 = record<Need>(kid<0>(n), f);                                 \
-    return passed_recorded<Value, decltype(k0)>{{{{k0}}}};                \
-  }
+#define CTG_IMPL_RETURN_PASSED_RECORD()                                                                               \
+  using N = std::remove_cvref_t<decltype(n)>;                                                                         \
+  passed_recorded<Value, record_slot<std::remove_cvref_t<decltype(kid<0>(n))>, decltype(record<Need>(kid<0>(n), f))>> \
+      t;                                                                                                              \
+  CTG_IMPL_RECORD_KID(0, Need)                                                                                        \
+  t.value = passed_value<Value>(CTG_IMPL_KID_RECORD(0, t).value);                                                     \
+  return t;
 
   template <bool Need, class Fr, class T, class K>
   CTG_HOST_DEVICE static auto record_node(node<op::cast<T>, K> const& n, Fr& f) {
@@ -369,8 +408,7 @@ struct reverse {
 
   template <bool Need, class Fr, class C, class A, class B>
   CTG_HOST_DEVICE static auto record_node(node<op::select, C, A, B> const& n, Fr& f) {
-    using N = node<op::select, C, A, B>;
-    using V = value_t<N>;
+    using V = value_t<node<op::select, C, A, B>>;
     using TA = decltype(record<Need>(kid<1>(n), f));
     using TB = decltype(record<Need>(kid<2>(n), f));
     // A guard known to hold (eval/index_guards.hpp) is recorded true
@@ -387,7 +425,7 @@ struct reverse {
     // Only the chosen side is recorded, as the forward pass evaluates it.
     TA* const first = &static_cast<detail::tuple_leaf<1, side_record<TA>>&>(t.kids).value.record;
     TB* const second = &static_cast<detail::tuple_leaf<2, side_record<TB>>&>(t.kids).value.record;
-    if constexpr (records_in_place<N>) {
+    if constexpr (records_in_place<node<op::select, C, A, B>>) {
       if (CTG_IMPL_ELEMENT(0, t.kids).value)
         new (first) TA(record<Need>(kid<1>(n), f));
       else
@@ -419,6 +457,7 @@ struct reverse {
     CTG_IMPL_RETURN_PASSED_RECORD()
   }
 #undef CTG_IMPL_RETURN_PASSED_RECORD
+#undef CTG_IMPL_RECORD_KID
 
   template <bool Need, class Fr, class V, class... I>
   CTG_HOST_DEVICE static auto record_node(node<op::component, V, I...> const& n, Fr& f) {
@@ -441,12 +480,17 @@ struct reverse {
   CTG_HOST_DEVICE static auto record_node(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
     using N = node<op::make_matrix<R, C>, K...>;
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      using Record = recorded<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>, decltype(record<Need>(detail::get<Is>(n.kids), f))...>;
+      using Record = recorded<std::conditional_t<Need, value_t<N>, absent<value_t<N>>>,
+                              decltype(record<Need>(detail::get<Is>(n.kids), f))...>;
       Record t{{}, {{{record<Need>(detail::get<Is>(n.kids), f)}...}}};
       if constexpr (Need) t.value = forward::eval(n, f);
       return t;
     }(std::index_sequence_for<K...>{});
   }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#  pragma GCC diagnostic pop
+#endif
 
   // ---- pushing adjoints down a record ---------------------------------------------------------
   // The record of node N that record<Need> makes. backprop takes its record
@@ -511,13 +555,13 @@ struct reverse {
     if constexpr (!active<node<op::math<Fn>, K...>>) {
       return;
     } else if constexpr (sizeof...(K) == 1) {
-      auto const& t0 = CTG_IMPL_ELEMENT(0, t.kids);
+      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
       backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
                                     operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value), f);
     } else if constexpr (sizeof...(K) == 2) {
       using K1 = detail::tuple_element_t<1, kids>;
-      auto const& t0 = CTG_IMPL_ELEMENT(0, t.kids);
-      auto const& t1 = CTG_IMPL_ELEMENT(1, t.kids);
+      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
+      auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
       backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
                                     operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value), f);
       backprop<needs<decltype(t1)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
@@ -525,9 +569,9 @@ struct reverse {
     } else {
       using K1 = detail::tuple_element_t<1, kids>;
       using K2 = detail::tuple_element_t<2, kids>;
-      auto const& t0 = CTG_IMPL_ELEMENT(0, t.kids);
-      auto const& t1 = CTG_IMPL_ELEMENT(1, t.kids);
-      auto const& t2 = CTG_IMPL_ELEMENT(2, t.kids);
+      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
+      auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
+      auto const& t2 = CTG_IMPL_KID_RECORD(2, t);
       backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
                                     operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value, t2.value),
                                     f);
@@ -561,7 +605,8 @@ struct reverse {
   template <bool Need, class Fr, class T, class K, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::cast<T>, K> const& n,
                                             record_t<Need, Fr, node<op::cast<T>, K>> const& t, G const& g, Fr& f) {
-    backprop<needs<decltype(detail::get<0>(t.kids))>>(kid<0>(n), detail::get<0>(t.kids), convert<value_t<K>>(g), f);
+    auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
+    backprop<needs<decltype(t0)>>(kid<0>(n), t0, convert<value_t<K>>(g), f);
   }
 
   template <bool Need, class Fr, class C, class A, class B, class G>
@@ -579,7 +624,8 @@ struct reverse {
   CTG_HOST_DEVICE static void backprop_node(node<op::func_scope<Name>, K> const& n,
                                             record_t<Need, Fr, node<op::func_scope<Name>, K>> const& t, G const& g,
                                             Fr& f) {
-    backprop<needs<decltype(detail::get<0>(t.kids))>>(kid<0>(n), detail::get<0>(t.kids), g, f);
+    auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
+    backprop<needs<decltype(t0)>>(kid<0>(n), t0, g, f);
   }
 
   template <bool Need, class Fr, class V, class... I, class G>
@@ -966,8 +1012,8 @@ struct reverse {
   CTG_HOST_DEVICE static void backprop_beside(L const&, T const&, G const&, Fr&) {}
   template <class L, class Fn, class X, class Y, class T, class G, class Fr>
   CTG_HOST_DEVICE static void backprop_beside(node<op::math<Fn>, X, Y> const& e, T const& t, G const& g, Fr& f) {
-    auto const& t0 = detail::get<0>(t.kids);
-    auto const& t1 = detail::get<1>(t.kids);
+    auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
+    auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
     if constexpr (sums_onto<L, X>::value) {
       backprop_beside<L>(kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value), f);
       backprop<needs<decltype(t1)>>(kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value),
