@@ -66,8 +66,7 @@ struct lane_reverse {
   template <class V>
   struct unrecorded {};
   // Any other node: its record on each frame, one a lane. The storage
-  // constructs nothing: each lane's record is built in place from R's (a
-  // math record computes its value as it is constructed).
+  // constructs nothing: each lane's record is built in place from R's.
   template <class Rec>
   struct per_lane {
     union {
