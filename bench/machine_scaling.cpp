@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpu_support.hpp"
+#include "workloads_basic.hpp"
 
 namespace {
 
@@ -36,7 +37,7 @@ void BM_machine_scaling(benchmark::State& state) {
   // run the loop on the caller alone (thread_pool::inline_below).
   int64 const units = ctg::cpu::thread_pool::inline_below * 2;
   std::vector<std::vector<float>> blocks(2, std::vector<float>(std::size_t(block), 1.0f));
-  int64 const n = 202 * 16384;
+  int64 const n = int64(bench::basic::wave_rows) * bench::basic::wave_cells;
   std::vector<float> a(std::size_t(n), 1.0f), b(std::size_t(n), 2.0f), c(std::size_t(n), 0.0f);
   auto run = [&](ctg::cpu::thread_pool& pool) {
     if (body == 2) {

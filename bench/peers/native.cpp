@@ -173,10 +173,12 @@ std::string info_json;
 // The systems ctg_peers_gradient runs (bench/peers/native.py names them).
 constexpr int hand_written = 0, ctgrad_ieee = 1, ctgrad_flushed = 2;
 
-// One gradient of `w` by `which`, with the calling thread in IEEE mode for
-// the call (ctgrad with subnormals flushed sets its own mode per launch;
-// where the build has no such mode it runs in IEEE mode too).
+// One whole gradient of `w` by `which`, its buffers cleared first, with the
+// calling thread in IEEE mode for the call (ctgrad with subnormals flushed
+// sets its own mode per launch; where the build has no such mode it runs in
+// IEEE mode too).
 void run_system(workload& w, int which) {
+  w.clear();
   ctg::cpu::subnormal_mode_scope const ieee(0);
   ctg::set_flush_subnormals(which == ctgrad_flushed && ctg::subnormal_flush_available);
   if (which == hand_written)
@@ -203,11 +205,9 @@ int ctg_peers_open(char const* name, int threads) {
   else if (n == "springs") w = std::make_unique<spring_workload>();
   else if (n == "recurrence") w = std::make_unique<recurrence_workload>();
   else return -1;
-  w->clear();
   run_system(*w, hand_written);
   auto reference = w->gradient();
   for (int which : {ctgrad_ieee, ctgrad_flushed}) {
-    w->clear();
     run_system(*w, which);
     auto const ours = w->gradient();
     std::string const mode = which == ctgrad_flushed ? " (subnormals flushed)" : "";
@@ -234,10 +234,7 @@ void const* ctg_peers_data(int handle, int which, int k) {
 // subnormals flushed); returns seconds.
 double ctg_peers_gradient(int handle, int which) {
   auto& w = *workloads[std::size_t(handle)].w;
-  return bench::seconds([&] {
-    w.clear();
-    run_system(w, which);
-  });
+  return bench::seconds([&] { run_system(w, which); });
 }
 
 // JSON: compiler, flags, threads of the C++ side.

@@ -73,8 +73,6 @@ def init():
 
 
 def make(workload, inputs, scalars):
-    import numpy as np
-
     cpu = "cpu"
     state = {}
 

@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <ctgrad/ctgrad.hpp>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "ad_test_support.hpp"
+#include "wait_support.hpp"
 
 namespace {
 
@@ -107,8 +107,7 @@ TEST_CASE("the pool's workers run every chunk under the caller's subnormal mode"
       } else if (!waited.exchange(true)) {
         // The caller's first chunk (if the workers leave it any) waits until
         // a worker has run one.
-        auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (on_workers.load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        wait_support::eventually([&] { return on_workers.load() > 0; });
       }
     });
     CHECK(on_workers.load() > 0);

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <ctgrad/ctgrad.hpp>
 #include <memory>
@@ -18,11 +17,14 @@
 #include <utility>
 #include <vector>
 
+#include "wait_support.hpp"
+
 namespace {
 
 using int64 = std::int64_t;
 using ctg::cpu::basic_thread_pool;
 using ctg::cpu::thread_pool;
+using wait_support::eventually;
 
 // Restores the process-wide pool's size on exit.
 struct pool_threads {
@@ -79,18 +81,6 @@ bool launch_and_check(Pool& pool, int64 n) {
 std::vector<int64> sizes() {
   int64 const t = thread_pool::inline_below;
   return {1, 2, 7, 63, 64, t - 1, t, t + 1, 2 * t + 3, 31 * t + 17, 100003};
-}
-
-// Waits for a condition that another thread makes true, at most 20 s (a
-// failing pool would otherwise hang the test).
-template <class F>
-bool eventually(F&& f) {
-  auto const until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!f()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::yield();
-  }
-  return true;
 }
 
 }  // namespace

@@ -115,12 +115,12 @@ CTG_HOST_DEVICE V math_value(Kid const... kid) {
 template <class K>
 struct record_bytes {
   using type = K;
-  alignas(K) unsigned char bytes[sizeof(K)];
+  alignas(K) unsigned char storage[sizeof(K)];
 };
 template <class K>
 struct record_member {
   using type = K;
-  K bytes;
+  K storage;
 };
 // Whether every value in the subtree N is a scalar.
 template <class N>
@@ -132,14 +132,11 @@ inline constexpr bool scalar_subtree_v<node<Op, K...>> = std::is_arithmetic_v<va
 template <class N, class K>
 using record_slot = std::conditional_t<scalar_subtree_v<N>, record_bytes<K>, record_member<K>>;
 // Operand I's record in a record of slots, its type, and where it is built:
-// `new (CTG_IMPL_KID_BYTES(I, t)) CTG_IMPL_KID_TYPE(I, t)(record(...))`.
+// `new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(record(...))`.
 #define CTG_IMPL_KID_TYPE(I, record) typename std::remove_cvref_t<decltype(CTG_IMPL_ELEMENT(I, (record).kids))>::type
 #define CTG_IMPL_KID_RECORD(I, record) \
-  (*reinterpret_cast<CTG_IMPL_KID_TYPE(I, record) const*>(&CTG_IMPL_ELEMENT(I, (record).kids).bytes))
-#define CTG_IMPL_KID_BYTES(I, record)                                                                       \
-  (&static_cast<::ctg::detail::tuple_leaf<I, ::ctg::detail::tuple_element_t<I, decltype((record).kids)>>&>( \
-        (record).kids)                                                                                      \
-        .value.bytes)
+  (*reinterpret_cast<CTG_IMPL_KID_TYPE(I, record) const*>(&CTG_IMPL_ELEMENT(I, (record).kids).storage))
+#define CTG_IMPL_KID_STORAGE(I, record) (&CTG_IMPL_ELEMENT_MUTABLE(I, (record).kids).storage)
 
 // A recorded expression: its value (or absent<T>) and its operands' records.
 template <class V, class... Kids>
@@ -330,12 +327,12 @@ struct reverse {
   // CTG_IMPL_RECORD_KID builds operand I's record into its slot of t: in
   // place, or, for a member slot every record_levels_in_place levels,
   // through a local.
-#define CTG_IMPL_RECORD_KID(I, need)                                                                      \
-  if constexpr (records_in_place<N> || scalar_subtree_v<std::remove_cvref_t<decltype(kid<I>(n))>>) {      \
-    new (CTG_IMPL_KID_BYTES(I, t)) CTG_IMPL_KID_TYPE(I, t)(record<need>(CTG_IMPL_ELEMENT(I, n.kids), f)); \
-  } else {                                                                                                \
-    auto const kid_record = record<need>(CTG_IMPL_ELEMENT(I, n.kids), f);                                 \
-    new (CTG_IMPL_KID_BYTES(I, t)) CTG_IMPL_KID_TYPE(I, t)(kid_record);                                   \
+#define CTG_IMPL_RECORD_KID(I, need)                                                                        \
+  if constexpr (records_in_place<N> || scalar_subtree_v<std::remove_cvref_t<decltype(kid<I>(n))>>) {        \
+    new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(record<need>(CTG_IMPL_ELEMENT(I, n.kids), f)); \
+  } else {                                                                                                  \
+    auto const kid_record = record<need>(CTG_IMPL_ELEMENT(I, n.kids), f);                                   \
+    new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(kid_record);                                   \
   }
   template <bool Need, class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
@@ -357,7 +354,8 @@ struct reverse {
       constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
       using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
       using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f));
-      math_recorded<Fn, V, record_slot<K0, T0>, record_slot<detail::tuple_element_t<1, kids>, T1>> t;
+      using K1 = detail::tuple_element_t<1, kids>;
+      math_recorded<Fn, V, record_slot<K0, T0>, record_slot<K1, T1>> t;
       CTG_IMPL_RECORD_KID(0, need0)
       CTG_IMPL_RECORD_KID(1, need1)
       t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value);
@@ -368,9 +366,9 @@ struct reverse {
       using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
       using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f));
       using T2 = decltype(record<need2>(CTG_IMPL_ELEMENT(2, n.kids), f));
-      math_recorded<Fn, V, record_slot<K0, T0>, record_slot<detail::tuple_element_t<1, kids>, T1>,
-                    record_slot<detail::tuple_element_t<2, kids>, T2>>
-          t;
+      using K1 = detail::tuple_element_t<1, kids>;
+      using K2 = detail::tuple_element_t<2, kids>;
+      math_recorded<Fn, V, record_slot<K0, T0>, record_slot<K1, T1>, record_slot<K2, T2>> t;
       CTG_IMPL_RECORD_KID(0, need0)
       CTG_IMPL_RECORD_KID(1, need1)
       CTG_IMPL_RECORD_KID(2, need2)
@@ -427,8 +425,8 @@ struct reverse {
     using Record = recorded<std::conditional_t<Need, V, absent<V>>, TC, side_record<TA>, side_record<TB>>;
     Record t{{}, {{{condition()}, {}, {}}}};
     // Only the chosen side is recorded, as the forward pass evaluates it.
-    TA* const first = &static_cast<detail::tuple_leaf<1, side_record<TA>>&>(t.kids).value.record;
-    TB* const second = &static_cast<detail::tuple_leaf<2, side_record<TB>>&>(t.kids).value.record;
+    TA* const first = &CTG_IMPL_ELEMENT_MUTABLE(1, t.kids).record;
+    TB* const second = &CTG_IMPL_ELEMENT_MUTABLE(2, t.kids).record;
     if constexpr (records_in_place<node<op::select, C, A, B>>) {
       if (CTG_IMPL_ELEMENT(0, t.kids).value)
         new (first) TA(record<Need>(kid<1>(n), f));

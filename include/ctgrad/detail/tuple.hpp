@@ -90,6 +90,11 @@ using tuple_element_t = typename tuple_element<I, Tuple>::type;
        ::ctg::detail::tuple_leaf<I, ::ctg::detail::tuple_element_t<I, std::remove_cvref_t<decltype(tuple)>>> const&>( \
        tuple)                                                                                                         \
        .value)
+// The same, as an lvalue that may be written (`tuple` itself is not const).
+#define CTG_IMPL_ELEMENT_MUTABLE(I, tuple)                                                                            \
+  (static_cast<                                                                                                       \
+       ::ctg::detail::tuple_leaf<I, ::ctg::detail::tuple_element_t<I, std::remove_cvref_t<decltype(tuple)>>>&>(tuple) \
+       .value)
 
 // Calls f(get<0>(t), get<1>(t), ...). Host code applies it to host-only
 // callables too (lowering), hence no host/device check on f.
