@@ -19,6 +19,9 @@ using doctest::Approx;
 
 namespace {
 constexpr int chain_length = 200;
+// Its upper levels are built by the builders' out-of-line forms
+// (ir/expr.hpp), which these values and gradients then check too.
+static_assert(chain_length > ctg::ir::out_of_line_height);
 
 // Step k of the chain, applied to e: sin, then a scale, then adding a
 // quarter of the input again (xi, read at every third step).

@@ -165,34 +165,70 @@ inline constexpr bool node_as_is_v = is_node_v<T> && !is_weak_v<T>;
     return make_math_any<FN>(a0, a1);                                                                                  \
   }
 
-template <class Fn, class A0>
-constexpr auto make_math(A0 const& a0) {
-  CTG_IMPL_RETURN_MATH1(Fn, A0, a0);
-}
-template <class Fn, class A0, class A1>
-constexpr auto make_math(A0 const& a0, A1 const& a1) {
-  CTG_IMPL_RETURN_MATH2(Fn, A0, A1, a0, a1)
-}
-template <class Fn, class A0, class A1, class A2, class... A>
-constexpr auto make_math(A0 const& a0, A1 const& a1, A2 const& a2, A const&... a) {
-  return make_math_any<Fn>(a0, a1, a2, a...);
-}
+// ---- trees built out of line ----------------------------------------------
+// Each builder copies its operands into the node it returns, so a tree
+// built by inlined builders is copied once per level, each copy addressing
+// values as many levels down as the subtree is tall: clang's combining
+// passes spend the cube of the height on the kernel's lambda (231 of the
+// 324 s of a 400-operation chain). A builder over an operand at least
+// out_of_line_height tall is therefore declared a second time, [[gnu::noinline]],
+// so that each level is one function copying one operand. Shorter trees,
+// every ordinary kernel's, stay inline: the generated loops then see their
+// literals' values (docs/05, *Trees built out of line*).
+inline constexpr int out_of_line_height = 32;
 
-template <class Op, class... A>
-constexpr auto make_expr(Op op, A const&... a) {
-  return node<Op, as_expr_t<A>...>{op, {{{as_expr(a)}...}}};
-}
+template <class T>
+inline constexpr int operand_height_v = height_v<T>;
+template <class N>
+inline constexpr int operand_height_v<lvalue<N>> = height_v<N>;
+
+template <class... A>
+inline constexpr bool builds_out_of_line_v = ((operand_height_v<A> >= out_of_line_height) || ...);
+
+// Each such builder is written once, as a macro of (TALL, ATTRIBUTES) that
+// constrains it on builds_out_of_line_v<...> == TALL and adds ATTRIBUTES to
+// its own, and declared twice: (false, ) and (true, this).
+#define CTG_IMPL_OUT_OF_LINE_ATTRIBUTE , gnu::noinline
+
+#define CTG_IMPL_MAKE_MATH(TALL, ATTRIBUTES)                                                 \
+  template <class Fn, class A0>                                                             \
+    requires(builds_out_of_line_v<A0> == TALL)                                              \
+  [[nodiscard ATTRIBUTES]] constexpr auto make_math(A0 const& a0) {                         \
+    CTG_IMPL_RETURN_MATH1(Fn, A0, a0);                                                      \
+  }                                                                                         \
+  template <class Fn, class A0, class A1>                                                   \
+    requires(builds_out_of_line_v<A0, A1> == TALL)                                          \
+  [[nodiscard ATTRIBUTES]] constexpr auto make_math(A0 const& a0, A1 const& a1) {           \
+    CTG_IMPL_RETURN_MATH2(Fn, A0, A1, a0, a1)                                               \
+  }                                                                                         \
+  template <class Fn, class A0, class A1, class A2, class... A>                             \
+    requires(builds_out_of_line_v<A0, A1, A2, A...> == TALL)                                \
+  [[nodiscard ATTRIBUTES]] constexpr auto make_math(A0 const& a0, A1 const& a1, A2 const& a2, \
+                                                    A const&... a) {                        \
+    return make_math_any<Fn>(a0, a1, a2, a...);                                             \
+  }                                                                                         \
+  template <class Op, class... A>                                                           \
+    requires(builds_out_of_line_v<A...> == TALL)                                            \
+  [[nodiscard ATTRIBUTES]] constexpr auto make_expr(Op op, A const&... a) {                 \
+    return node<Op, as_expr_t<A>...>{op, {{{as_expr(a)}...}}};                              \
+  }
+CTG_IMPL_MAKE_MATH(false, )
+CTG_IMPL_MAKE_MATH(true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
+#undef CTG_IMPL_MAKE_MATH
 
 // ---- operators -------------------------------------------------------------
 template <class A, class B>
 concept binary_operands = dsl_operand<A> && dsl_operand<B> && (dsl_expr<A> || dsl_expr<B>);
 
-#define CTG_IMPL_BINARY_OPERATOR(OP, FN)                             \
-  template <class A, class B>                                        \
-    requires binary_operands<A, B>                                   \
-  [[nodiscard]] constexpr auto operator OP(A const& a, B const& b) { \
-    CTG_IMPL_RETURN_MATH2(fn::FN, A, B, a, b)                        \
+#define CTG_IMPL_BINARY_OPERATOR_AS(OP, FN, TALL, ATTRIBUTES)                  \
+  template <class A, class B>                                                  \
+    requires(binary_operands<A, B> && builds_out_of_line_v<A, B> == TALL)      \
+  [[nodiscard ATTRIBUTES]] constexpr auto operator OP(A const& a, B const& b) { \
+    CTG_IMPL_RETURN_MATH2(fn::FN, A, B, a, b)                                  \
   }
+#define CTG_IMPL_BINARY_OPERATOR(OP, FN)             \
+  CTG_IMPL_BINARY_OPERATOR_AS(OP, FN, false, )       \
+  CTG_IMPL_BINARY_OPERATOR_AS(OP, FN, true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
 CTG_IMPL_BINARY_OPERATOR(+, add)
 CTG_IMPL_BINARY_OPERATOR(-, sub)
 CTG_IMPL_BINARY_OPERATOR(*, mul)
@@ -212,11 +248,17 @@ CTG_IMPL_BINARY_OPERATOR(^, bit_xor)
 CTG_IMPL_BINARY_OPERATOR(<<, shl)
 CTG_IMPL_BINARY_OPERATOR(>>, shr)
 #undef CTG_IMPL_BINARY_OPERATOR
+#undef CTG_IMPL_BINARY_OPERATOR_AS
 
-template <dsl_expr A>
-[[nodiscard]] constexpr auto operator-(A const& a) {
-  CTG_IMPL_RETURN_MATH1(fn::neg, A, a);
-}
+#define CTG_IMPL_NEGATION(TALL, ATTRIBUTES)                      \
+  template <dsl_expr A>                                          \
+    requires(builds_out_of_line_v<A> == TALL)                    \
+  [[nodiscard ATTRIBUTES]] constexpr auto operator-(A const& a) { \
+    CTG_IMPL_RETURN_MATH1(fn::neg, A, a);                        \
+  }
+CTG_IMPL_NEGATION(false, )
+CTG_IMPL_NEGATION(true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
+#undef CTG_IMPL_NEGATION
 template <dsl_expr A>
 [[nodiscard]] constexpr auto operator+(A const& a) {
   return as_expr(a);
@@ -381,11 +423,15 @@ template <dsl_operand A>
 
 // Unary functions take kernel expressions and also plain numbers (a scalar
 // kernel argument is a number): ctg::sin(x) is an expression either way.
-#define CTG_IMPL_UNARY_FUNCTION(NAME)             \
-  template <dsl_operand A>                        \
-  [[nodiscard]] constexpr auto NAME(A const& a) { \
-    CTG_IMPL_RETURN_MATH1(fn::NAME, A, a);        \
+#define CTG_IMPL_UNARY_FUNCTION_AS(NAME, TALL, ATTRIBUTES)  \
+  template <dsl_operand A>                                  \
+    requires(builds_out_of_line_v<A> == TALL)               \
+  [[nodiscard ATTRIBUTES]] constexpr auto NAME(A const& a) { \
+    CTG_IMPL_RETURN_MATH1(fn::NAME, A, a);                  \
   }
+#define CTG_IMPL_UNARY_FUNCTION(NAME)          \
+  CTG_IMPL_UNARY_FUNCTION_AS(NAME, false, )    \
+  CTG_IMPL_UNARY_FUNCTION_AS(NAME, true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
 #define CTG_IMPL_UNARY_FUNCTION_ROW(NAME, KIND, VALUE, DERIVATIVE) CTG_IMPL_UNARY_FUNCTION(NAME)
 CTG_IMPL_UNARY_OP_TABLE(CTG_IMPL_UNARY_FUNCTION_ROW)
 #undef CTG_IMPL_UNARY_FUNCTION_ROW
@@ -396,13 +442,17 @@ CTG_IMPL_UNARY_FUNCTION(trace)
 CTG_IMPL_UNARY_FUNCTION(det)
 CTG_IMPL_UNARY_FUNCTION(inverse)
 #undef CTG_IMPL_UNARY_FUNCTION
+#undef CTG_IMPL_UNARY_FUNCTION_AS
 
-#define CTG_IMPL_BINARY_FUNCTION(NAME)                        \
-  template <class A, class B>                                 \
-    requires binary_operands<A, B>                            \
-  [[nodiscard]] constexpr auto NAME(A const& a, B const& b) { \
-    CTG_IMPL_RETURN_MATH2(fn::NAME, A, B, a, b)               \
+#define CTG_IMPL_BINARY_FUNCTION_AS(NAME, TALL, ATTRIBUTES)                \
+  template <class A, class B>                                             \
+    requires(binary_operands<A, B> && builds_out_of_line_v<A, B> == TALL) \
+  [[nodiscard ATTRIBUTES]] constexpr auto NAME(A const& a, B const& b) {   \
+    CTG_IMPL_RETURN_MATH2(fn::NAME, A, B, a, b)                           \
   }
+#define CTG_IMPL_BINARY_FUNCTION(NAME)          \
+  CTG_IMPL_BINARY_FUNCTION_AS(NAME, false, )    \
+  CTG_IMPL_BINARY_FUNCTION_AS(NAME, true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
 CTG_IMPL_BINARY_FUNCTION(atan2)
 CTG_IMPL_BINARY_FUNCTION(pow)
 CTG_IMPL_BINARY_FUNCTION(min)
@@ -412,8 +462,10 @@ CTG_IMPL_BINARY_FUNCTION(cross)
 CTG_IMPL_BINARY_FUNCTION(outer)
 CTG_IMPL_BINARY_FUNCTION(cmul)
 #undef CTG_IMPL_BINARY_FUNCTION
+#undef CTG_IMPL_BINARY_FUNCTION_AS
 #undef CTG_IMPL_RETURN_MATH1
 #undef CTG_IMPL_RETURN_MATH2
+#undef CTG_IMPL_OUT_OF_LINE_ATTRIBUTE
 
 template <class X, class L, class H>
   requires(dsl_operand<X> && dsl_operand<L> && dsl_operand<H> &&
