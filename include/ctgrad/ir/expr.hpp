@@ -185,12 +185,14 @@ inline constexpr int operand_height_v<lvalue<N>> = height_v<N>;
 template <class... A>
 inline constexpr bool builds_out_of_line_v = ((operand_height_v<A> >= out_of_line_height) || ...);
 
-// Each such builder is written once, as a macro of (TALL, ATTRIBUTES) that
-// constrains it on builds_out_of_line_v<...> == TALL and adds ATTRIBUTES to
-// its own, and declared twice: (false, ) and (true, this).
+// Each such builder is written once, as a macro DECLARE(TALL, ATTRIBUTES, ...)
+// that constrains it on builds_out_of_line_v<...> == TALL and adds ATTRIBUTES
+// to its own, and declared in both forms by this one.
 #define CTG_IMPL_OUT_OF_LINE_ATTRIBUTE , gnu::noinline
+#define CTG_IMPL_INLINE_AND_OUT_OF_LINE(DECLARE, ...) \
+  DECLARE(false, , __VA_ARGS__) DECLARE(true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE, __VA_ARGS__)
 
-#define CTG_IMPL_MAKE_MATH(TALL, ATTRIBUTES)                                                 \
+#define CTG_IMPL_MAKE_MATH(TALL, ATTRIBUTES, ...)                                             \
   template <class Fn, class A0>                                                             \
     requires(builds_out_of_line_v<A0> == TALL)                                              \
   [[nodiscard ATTRIBUTES]] constexpr auto make_math(A0 const& a0) {                         \
@@ -212,23 +214,20 @@ inline constexpr bool builds_out_of_line_v = ((operand_height_v<A> >= out_of_lin
   [[nodiscard ATTRIBUTES]] constexpr auto make_expr(Op op, A const&... a) {                 \
     return node<Op, as_expr_t<A>...>{op, {{{as_expr(a)}...}}};                              \
   }
-CTG_IMPL_MAKE_MATH(false, )
-CTG_IMPL_MAKE_MATH(true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
+CTG_IMPL_INLINE_AND_OUT_OF_LINE(CTG_IMPL_MAKE_MATH)
 #undef CTG_IMPL_MAKE_MATH
 
 // ---- operators -------------------------------------------------------------
 template <class A, class B>
 concept binary_operands = dsl_operand<A> && dsl_operand<B> && (dsl_expr<A> || dsl_expr<B>);
 
-#define CTG_IMPL_BINARY_OPERATOR_AS(OP, FN, TALL, ATTRIBUTES)                  \
+#define CTG_IMPL_BINARY_OPERATOR_AS(TALL, ATTRIBUTES, OP, FN)                  \
   template <class A, class B>                                                  \
     requires(binary_operands<A, B> && builds_out_of_line_v<A, B> == TALL)      \
   [[nodiscard ATTRIBUTES]] constexpr auto operator OP(A const& a, B const& b) { \
     CTG_IMPL_RETURN_MATH2(fn::FN, A, B, a, b)                                  \
   }
-#define CTG_IMPL_BINARY_OPERATOR(OP, FN)             \
-  CTG_IMPL_BINARY_OPERATOR_AS(OP, FN, false, )       \
-  CTG_IMPL_BINARY_OPERATOR_AS(OP, FN, true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
+#define CTG_IMPL_BINARY_OPERATOR(OP, FN) CTG_IMPL_INLINE_AND_OUT_OF_LINE(CTG_IMPL_BINARY_OPERATOR_AS, OP, FN)
 CTG_IMPL_BINARY_OPERATOR(+, add)
 CTG_IMPL_BINARY_OPERATOR(-, sub)
 CTG_IMPL_BINARY_OPERATOR(*, mul)
@@ -250,14 +249,13 @@ CTG_IMPL_BINARY_OPERATOR(>>, shr)
 #undef CTG_IMPL_BINARY_OPERATOR
 #undef CTG_IMPL_BINARY_OPERATOR_AS
 
-#define CTG_IMPL_NEGATION(TALL, ATTRIBUTES)                      \
+#define CTG_IMPL_NEGATION(TALL, ATTRIBUTES, ...)                 \
   template <dsl_expr A>                                          \
     requires(builds_out_of_line_v<A> == TALL)                    \
   [[nodiscard ATTRIBUTES]] constexpr auto operator-(A const& a) { \
     CTG_IMPL_RETURN_MATH1(fn::neg, A, a);                        \
   }
-CTG_IMPL_NEGATION(false, )
-CTG_IMPL_NEGATION(true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
+CTG_IMPL_INLINE_AND_OUT_OF_LINE(CTG_IMPL_NEGATION)
 #undef CTG_IMPL_NEGATION
 template <dsl_expr A>
 [[nodiscard]] constexpr auto operator+(A const& a) {
@@ -423,15 +421,13 @@ template <dsl_operand A>
 
 // Unary functions take kernel expressions and also plain numbers (a scalar
 // kernel argument is a number): ctg::sin(x) is an expression either way.
-#define CTG_IMPL_UNARY_FUNCTION_AS(NAME, TALL, ATTRIBUTES)  \
+#define CTG_IMPL_UNARY_FUNCTION_AS(TALL, ATTRIBUTES, NAME)  \
   template <dsl_operand A>                                  \
     requires(builds_out_of_line_v<A> == TALL)               \
   [[nodiscard ATTRIBUTES]] constexpr auto NAME(A const& a) { \
     CTG_IMPL_RETURN_MATH1(fn::NAME, A, a);                  \
   }
-#define CTG_IMPL_UNARY_FUNCTION(NAME)          \
-  CTG_IMPL_UNARY_FUNCTION_AS(NAME, false, )    \
-  CTG_IMPL_UNARY_FUNCTION_AS(NAME, true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
+#define CTG_IMPL_UNARY_FUNCTION(NAME) CTG_IMPL_INLINE_AND_OUT_OF_LINE(CTG_IMPL_UNARY_FUNCTION_AS, NAME)
 #define CTG_IMPL_UNARY_FUNCTION_ROW(NAME, KIND, VALUE, DERIVATIVE) CTG_IMPL_UNARY_FUNCTION(NAME)
 CTG_IMPL_UNARY_OP_TABLE(CTG_IMPL_UNARY_FUNCTION_ROW)
 #undef CTG_IMPL_UNARY_FUNCTION_ROW
@@ -444,15 +440,13 @@ CTG_IMPL_UNARY_FUNCTION(inverse)
 #undef CTG_IMPL_UNARY_FUNCTION
 #undef CTG_IMPL_UNARY_FUNCTION_AS
 
-#define CTG_IMPL_BINARY_FUNCTION_AS(NAME, TALL, ATTRIBUTES)                \
+#define CTG_IMPL_BINARY_FUNCTION_AS(TALL, ATTRIBUTES, NAME)                \
   template <class A, class B>                                             \
     requires(binary_operands<A, B> && builds_out_of_line_v<A, B> == TALL) \
   [[nodiscard ATTRIBUTES]] constexpr auto NAME(A const& a, B const& b) {   \
     CTG_IMPL_RETURN_MATH2(fn::NAME, A, B, a, b)                           \
   }
-#define CTG_IMPL_BINARY_FUNCTION(NAME)          \
-  CTG_IMPL_BINARY_FUNCTION_AS(NAME, false, )    \
-  CTG_IMPL_BINARY_FUNCTION_AS(NAME, true, CTG_IMPL_OUT_OF_LINE_ATTRIBUTE)
+#define CTG_IMPL_BINARY_FUNCTION(NAME) CTG_IMPL_INLINE_AND_OUT_OF_LINE(CTG_IMPL_BINARY_FUNCTION_AS, NAME)
 CTG_IMPL_BINARY_FUNCTION(atan2)
 CTG_IMPL_BINARY_FUNCTION(pow)
 CTG_IMPL_BINARY_FUNCTION(min)
@@ -466,6 +460,7 @@ CTG_IMPL_BINARY_FUNCTION(cmul)
 #undef CTG_IMPL_RETURN_MATH1
 #undef CTG_IMPL_RETURN_MATH2
 #undef CTG_IMPL_OUT_OF_LINE_ATTRIBUTE
+#undef CTG_IMPL_INLINE_AND_OUT_OF_LINE
 
 template <class X, class L, class H>
   requires(dsl_operand<X> && dsl_operand<L> && dsl_operand<H> &&
