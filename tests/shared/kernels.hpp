@@ -3,7 +3,7 @@
 // atomics, a select with casts and stop_grad, a nested carried recurrence
 // and a while_ loop on the adstack, vector elements with a serial offload
 // and tangents, a mass-spring scatter with vector locals, the launch
-// errors, a tape of two launches. The
+// errors, a tape of two launches, a chain of operations 40 levels tall. The
 // tolerances allow for float rounding and, on the device, for contracted
 // multiply-adds and another order of the atomic sums.
 #pragma once
@@ -411,6 +411,66 @@ inline void tape_of_two_launches(ctg::memory_space space) {
   check_close(x.grad().to_vector(), want_grad, 1e-12);
 }
 
+// A chain of 32 steps, 40 levels tall (above ir::out_of_line_height, so its
+// upper levels are built out of line): step k is sin, a scale by 1.5, adding
+// a quarter of x again, or tanh of the negation. Values and the gradient
+// against the chain rule applied step by step in double. nvcc's front end
+// once took time exponential in such a chain's height to compile the
+// adjoint's kernel (docs/05, *Tall expressions through nvcc*).
+inline constexpr int tall_chain_steps = 32;
+template <int K, class E, class X>
+auto tall_chain(E const& e, X const& x) {
+  if constexpr (K == tall_chain_steps)
+    return e;
+  else if constexpr (K % 4 == 0)
+    return tall_chain<K + 1>(ctg::sin(e), x);
+  else if constexpr (K % 4 == 1)
+    return tall_chain<K + 1>(e * 1.5f, x);
+  else if constexpr (K % 4 == 2)
+    return tall_chain<K + 1>(e + x * 0.25f, x);
+  else
+    return tall_chain<K + 1>(ctg::tanh(-e), x);
+}
+static_assert(tall_chain_steps / 4 * 5 > ctg::ir::out_of_line_height);
+
+inline void tall_expression(ctg::memory_space space) {
+  int const n = elements_for(space, 1 << 16, 1 << 12);
+  ctg::field<float, 1, ctg::grad> x({n}, {.name = "x", .space = space}), y({n}, {.name = "y", .space = space});
+  std::vector<float> xs(n), seeds(n);
+  for (int i = 0; i < n; ++i) xs[i] = 0.0007f * float(i % 4000) - 1.4f, seeds[i] = 1.0f + float(i % 3);
+  x.copy_from(xs);
+  y.grad().copy_from(seeds);
+  auto k = ctg::kernel<"tall_chain">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = tall_chain<0>(x[i], x[i]); });
+  });
+  k(x, y);
+  k.grad(x, y);
+  std::vector<double> want_y(n), want_grad(n);
+  for (int i = 0; i < n; ++i) {
+    double const x0 = xs[i];
+    double v = x0, d = 1.0;
+    for (int step = 0; step < tall_chain_steps; ++step) {
+      if (step % 4 == 0) {
+        d *= std::cos(v);
+        v = std::sin(v);
+      } else if (step % 4 == 1) {
+        v *= 1.5;
+        d *= 1.5;
+      } else if (step % 4 == 2) {
+        v += 0.25 * x0;
+        d += 0.25;
+      } else {
+        v = std::tanh(-v);
+        d *= -(1.0 - v * v);
+      }
+    }
+    want_y[i] = v;
+    want_grad[i] = seeds[i] * d;
+  }
+  check_close(y.to_vector(), want_y, 1e-4);
+  check_close(x.grad().to_vector(), want_grad, 1e-4);
+}
+
 }  // namespace backend_tests
 
 #define CTGRAD_KERNEL_TESTS(REGISTER, space)                                                                   \
@@ -423,4 +483,5 @@ inline void tape_of_two_launches(ctg::memory_space space) {
   REGISTER(space, mass_spring_scatter, "mass-spring scatter with vector locals: forces and adjoint by hand")   \
   REGISTER(space, launch_errors, "errors: mixed spaces, a dropped statement, indices")                         \
   REGISTER(space, tape_of_two_launches, "a tape records two launches and replays them")                        \
-  REGISTER(space, value_and_gradient_in_one_sweep, "value_and_grad: values and gradients in one sweep")
+  REGISTER(space, value_and_gradient_in_one_sweep, "value_and_grad: values and gradients in one sweep")      \
+  REGISTER(space, tall_expression, "a chain 40 levels tall: values and gradient by the chain rule")

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,7 +82,14 @@ __global__ void __launch_bounds__(block_size)
   // products recomputed, in every iteration, since nvcc did not hoist them
   // past the loop's global stores (the wave step: 49 parameter loads and
   // 64-bit multiplies in the loop; 19 loads, all before it, with the copy).
-  Body const local_body = body;
+  // Its bytes are copied, as the parameter's were, not the tree: nvcc's
+  // front end spent time exponential in the tree's height on the copy
+  // construction in the adjoint's kernel (a 12-step chain of sin, a scale, an add and tanh of a
+  // negation: 85 s of the front end with it, 3 s without; 16 steps did not
+  // finish), docs/05, *Tall expressions through nvcc*.
+  alignas(Body) unsigned char local_bytes[sizeof(Body)];
+  memcpy(local_bytes, &body, sizeof(Body));
+  Body const& local_body = *std::launder(reinterpret_cast<Body const*>(local_bytes));
   for (std::int64_t it = tid; it < count; it += stride) {
     box.set(f, it);
     Plan::iteration(local_body, f);
