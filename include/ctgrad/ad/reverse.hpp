@@ -131,6 +131,11 @@ inline constexpr bool scalar_subtree_v<node<Op, K...>> = std::is_arithmetic_v<va
 // The slot of the record K of operand node N.
 template <class N, class K>
 using record_slot = std::conditional_t<scalar_subtree_v<N>, record_bytes<K>, record_member<K>>;
+// Whether a slot keeps its record as bytes (always built in place).
+template <class Slot>
+inline constexpr bool kept_as_bytes_v = false;
+template <class K>
+inline constexpr bool kept_as_bytes_v<record_bytes<K>> = true;
 // Operand I's record in a record of slots, its type, and where it is built:
 // `new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(record(...))`.
 #define CTG_IMPL_KID_TYPE(I, record) typename std::remove_cvref_t<decltype(CTG_IMPL_ELEMENT(I, (record).kids))>::type
@@ -327,12 +332,12 @@ struct reverse {
   // CTG_IMPL_RECORD_KID builds operand I's record into its slot of t: in
   // place, or, for a member slot every record_levels_in_place levels,
   // through a local.
-#define CTG_IMPL_RECORD_KID(I, need)                                                                        \
-  if constexpr (records_in_place<N> || scalar_subtree_v<std::remove_cvref_t<decltype(kid<I>(n))>>) {        \
-    new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(record<need>(CTG_IMPL_ELEMENT(I, n.kids), f)); \
-  } else {                                                                                                  \
-    auto const kid_record = record<need>(CTG_IMPL_ELEMENT(I, n.kids), f);                                   \
-    new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(kid_record);                                   \
+#define CTG_IMPL_RECORD_KID(I, need)                                                                                  \
+  if constexpr (records_in_place<N> || kept_as_bytes_v<std::remove_cvref_t<decltype(CTG_IMPL_ELEMENT(I, t.kids))>>) { \
+    new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(record<need>(CTG_IMPL_ELEMENT(I, n.kids), f));           \
+  } else {                                                                                                            \
+    auto const kid_record = record<need>(CTG_IMPL_ELEMENT(I, n.kids), f);                                             \
+    new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(kid_record);                                             \
   }
   template <bool Need, class Fr, class Fn, class... K>
   CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
