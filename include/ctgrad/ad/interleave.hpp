@@ -184,7 +184,8 @@ struct lane_reverse {
   template <class N, class Rec, class G>
   static void backprop(N const& n, per_lane<Rec> const& r, G const& g, Fr (&lanes)[W]) {
     if constexpr (active<N>)
-      for (int k = 0; k < W; ++k) R::template backprop<R::template needs<Rec>>(n, r.lane[k], g[k], lanes[k]);
+      for (int k = 0; k < W; ++k)
+        R::template backprop<R::template needs<decltype(Rec::value)>>(n, r.lane[k], g[k], lanes[k]);
   }
   template <class Fn, class... K, class V, class... Kids, class G>
   static void backprop(node<op::math<Fn>, K...> const& n, math_lanes<Fn, V, Kids...> const& r, G const& g,

@@ -505,11 +505,14 @@ struct reverse {
   // type (which mirrors the whole subtree a second time) is not one of its
   // template arguments: a function's name spells those, and in a deep
   // expression the names are most of what the compiler spends (docs/05,
-  // *Build time*). Callers say Need: `needs<Record>`.
+  // *Build time*). Callers say Need from the type of the record's value,
+  // `needs<decltype(t.value)>`: a variable named after the record was a
+  // symbol that spelled it (in a 400-operation chain, 451 of them, 2.4 MB
+  // of the 19 MB of names).
   template <bool Need, class Fr, class N>
   using record_t = decltype(record<Need>(std::declval<N const&>(), std::declval<Fr&>()));
-  template <class Record>
-  static constexpr bool needs = !is_absent_v<decltype(std::remove_cvref_t<Record>::value)>;
+  template <class Value>
+  static constexpr bool needs = !is_absent_v<Value>;
 
   template <bool Need, class Fr, class Op, class... K, class G>
     requires(!is_math_op<Op>)  // (math nodes: below; the record's type does not order the two)
@@ -563,15 +566,15 @@ struct reverse {
       return;
     } else if constexpr (sizeof...(K) == 1) {
       auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
-      backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
+      backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
                                     operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value), f);
     } else if constexpr (sizeof...(K) == 2) {
       using K1 = detail::tuple_element_t<1, kids>;
       auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
       auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
-      backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
+      backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
                                     operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value), f);
-      backprop<needs<decltype(t1)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
+      backprop<needs<decltype(t1.value)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
                                     operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value), f);
     } else {
       using K1 = detail::tuple_element_t<1, kids>;
@@ -579,13 +582,13 @@ struct reverse {
       auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
       auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
       auto const& t2 = CTG_IMPL_KID_RECORD(2, t);
-      backprop<needs<decltype(t0)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
+      backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
                                     operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value, t2.value),
                                     f);
-      backprop<needs<decltype(t1)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
+      backprop<needs<decltype(t1.value)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
                                     operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value, t2.value),
                                     f);
-      backprop<needs<decltype(t2)>>(CTG_IMPL_ELEMENT(2, n.kids), t2,
+      backprop<needs<decltype(t2.value)>>(CTG_IMPL_ELEMENT(2, n.kids), t2,
                                     operand_adjoint<2, Fn, active<K2>, value_t<K2>>(g, t0.value, t1.value, t2.value),
                                     f);
     }
@@ -599,10 +602,10 @@ struct reverse {
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto const gs = n.op.fn.backward(detail::get<Is>(t.kids).value..., g);
       if constexpr (sizeof...(K) == 1) {
-        backprop<needs<decltype(detail::get<0>(t.kids))>>(detail::get<0>(n.kids), detail::get<0>(t.kids),
+        backprop<needs<decltype(detail::get<0>(t.kids).value)>>(detail::get<0>(n.kids), detail::get<0>(t.kids),
                                                           convert<value_t<K>...>(gs), f);
       } else {
-        (backprop<needs<decltype(detail::get<Is>(t.kids))>>(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
+        (backprop<needs<decltype(detail::get<Is>(t.kids).value)>>(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
                                                             convert<value_t<K>>(detail::get<Is>(gs)), f),
          ...);
       }
@@ -613,7 +616,7 @@ struct reverse {
   CTG_HOST_DEVICE static void backprop_node(node<op::cast<T>, K> const& n,
                                             record_t<Need, Fr, node<op::cast<T>, K>> const& t, G const& g, Fr& f) {
     auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
-    backprop<needs<decltype(t0)>>(kid<0>(n), t0, convert<value_t<K>>(g), f);
+    backprop<needs<decltype(t0.value)>>(kid<0>(n), t0, convert<value_t<K>>(g), f);
   }
 
   template <bool Need, class Fr, class C, class A, class B, class G>
@@ -622,9 +625,9 @@ struct reverse {
     auto const& taken_first = CTG_IMPL_ELEMENT(1, t.kids).record;
     auto const& taken_second = CTG_IMPL_ELEMENT(2, t.kids).record;
     if (CTG_IMPL_ELEMENT(0, t.kids).value)
-      backprop<needs<decltype(taken_first)>>(kid<1>(n), taken_first, convert<value_t<A>>(g), f);
+      backprop<needs<decltype(taken_first.value)>>(kid<1>(n), taken_first, convert<value_t<A>>(g), f);
     else
-      backprop<needs<decltype(taken_second)>>(kid<2>(n), taken_second, convert<value_t<B>>(g), f);
+      backprop<needs<decltype(taken_second.value)>>(kid<2>(n), taken_second, convert<value_t<B>>(g), f);
   }
 
   template <bool Need, class Fr, class Name, class K, class G>
@@ -632,7 +635,7 @@ struct reverse {
                                             record_t<Need, Fr, node<op::func_scope<Name>, K>> const& t, G const& g,
                                             Fr& f) {
     auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
-    backprop<needs<decltype(t0)>>(kid<0>(n), t0, g, f);
+    backprop<needs<decltype(t0.value)>>(kid<0>(n), t0, g, f);
   }
 
   template <bool Need, class Fr, class V, class... I, class G>
@@ -668,7 +671,7 @@ struct reverse {
       [&]<std::size_t... Js>(std::index_sequence<Js...>) {
         z.coeffRef(detail::get<Js + 1>(t.kids).value...) = convert<S>(g);
       }(std::index_sequence_for<I...>{});
-      backprop<needs<decltype(vt)>>(kid<0>(n), vt, z, f);
+      backprop<needs<decltype(vt.value)>>(kid<0>(n), vt, z, f);
     }
   }
   template <int S, class T, class Fr>
@@ -705,7 +708,7 @@ struct reverse {
                                             record_t<Need, Fr, node<op::make_matrix<R, C>, K...>> const& t, G const& g,
                                             Fr& f) {
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      (backprop<needs<decltype(detail::get<Is>(t.kids))>>(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
+      (backprop<needs<decltype(detail::get<Is>(t.kids).value)>>(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
                                                           convert<value_t<K>>(g(int(Is) / C, int(Is) % C)), f),
        ...);
     }(std::index_sequence_for<K...>{});
@@ -936,7 +939,7 @@ struct reverse {
         using P = std::remove_pointer_t<decltype(p)>;
         P const g = load_element(p);
         *p = zero<P>();
-        if constexpr (active<E>) backprop<needs<decltype(t)>>(kid<1>(n), t, convert<value_t<E>>(g), f);
+        if constexpr (active<E>) backprop<needs<decltype(t.value)>>(kid<1>(n), t, convert<value_t<E>>(g), f);
       }
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal && gathering) {
       // A replay gathers from the seed; the clearing sweep clears it.
@@ -1023,10 +1026,10 @@ struct reverse {
     auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
     if constexpr (sums_onto<L, X>::value) {
       backprop_beside<L>(kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value), f);
-      backprop<needs<decltype(t1)>>(kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value),
+      backprop<needs<decltype(t1.value)>>(kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value),
                                     f);
     } else {
-      backprop<needs<decltype(t0)>>(kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value),
+      backprop<needs<decltype(t0.value)>>(kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value),
                                     f);
       backprop_beside<L>(kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value), f);
     }
@@ -1078,7 +1081,7 @@ struct reverse {
           seed = load_element(p);
         }
         P const g = K == atomic_kind::add ? seed : P(-seed);
-        backprop<needs<decltype(t)>>(kid<1>(n), t, convert<value_t<E>>(g), f);
+        backprop<needs<decltype(t.value)>>(kid<1>(n), t, convert<value_t<E>>(g), f);
       }
     }
   }
