@@ -507,8 +507,8 @@ struct reverse {
   // expression the names are most of what the compiler spends (docs/05,
   // *Build time*). Callers say Need from the type of the record's value,
   // `needs<decltype(t.value)>`: a variable named after the record was a
-  // symbol that spelled it (in a 400-operation chain, 451 of them, 2.4 MB
-  // of the 19 MB of names).
+  // symbol that spelled it (in a 400-operation chain, about 450 of them,
+  // 2.4 MB of the 19 MB of names).
   template <bool Need, class Fr, class N>
   using record_t = decltype(record<Need>(std::declval<N const&>(), std::declval<Fr&>()));
   template <class Value>
@@ -567,30 +567,30 @@ struct reverse {
     } else if constexpr (sizeof...(K) == 1) {
       auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
       backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
-                                    operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value), f);
+                                          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value), f);
     } else if constexpr (sizeof...(K) == 2) {
       using K1 = detail::tuple_element_t<1, kids>;
       auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
       auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
       backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
-                                    operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value), f);
+                                          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value), f);
       backprop<needs<decltype(t1.value)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
-                                    operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value), f);
+                                          operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value), f);
     } else {
       using K1 = detail::tuple_element_t<1, kids>;
       using K2 = detail::tuple_element_t<2, kids>;
       auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
       auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
       auto const& t2 = CTG_IMPL_KID_RECORD(2, t);
-      backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
-                                    operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value, t2.value),
-                                    f);
-      backprop<needs<decltype(t1.value)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
-                                    operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value, t2.value),
-                                    f);
-      backprop<needs<decltype(t2.value)>>(CTG_IMPL_ELEMENT(2, n.kids), t2,
-                                    operand_adjoint<2, Fn, active<K2>, value_t<K2>>(g, t0.value, t1.value, t2.value),
-                                    f);
+      backprop<needs<decltype(t0.value)>>(
+          CTG_IMPL_ELEMENT(0, n.kids), t0,
+          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value, t2.value), f);
+      backprop<needs<decltype(t1.value)>>(
+          CTG_IMPL_ELEMENT(1, n.kids), t1,
+          operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value, t2.value), f);
+      backprop<needs<decltype(t2.value)>>(
+          CTG_IMPL_ELEMENT(2, n.kids), t2,
+          operand_adjoint<2, Fn, active<K2>, value_t<K2>>(g, t0.value, t1.value, t2.value), f);
     }
   }
 
@@ -603,10 +603,10 @@ struct reverse {
       auto const gs = n.op.fn.backward(detail::get<Is>(t.kids).value..., g);
       if constexpr (sizeof...(K) == 1) {
         backprop<needs<decltype(detail::get<0>(t.kids).value)>>(detail::get<0>(n.kids), detail::get<0>(t.kids),
-                                                          convert<value_t<K>...>(gs), f);
+                                                                convert<value_t<K>...>(gs), f);
       } else {
         (backprop<needs<decltype(detail::get<Is>(t.kids).value)>>(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
-                                                            convert<value_t<K>>(detail::get<Is>(gs)), f),
+                                                                  convert<value_t<K>>(detail::get<Is>(gs)), f),
          ...);
       }
     }(std::index_sequence_for<K...>{});
@@ -709,7 +709,7 @@ struct reverse {
                                             Fr& f) {
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (backprop<needs<decltype(detail::get<Is>(t.kids).value)>>(detail::get<Is>(n.kids), detail::get<Is>(t.kids),
-                                                          convert<value_t<K>>(g(int(Is) / C, int(Is) % C)), f),
+                                                                convert<value_t<K>>(g(int(Is) / C, int(Is) % C)), f),
        ...);
     }(std::index_sequence_for<K...>{});
   }
@@ -1026,11 +1026,11 @@ struct reverse {
     auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
     if constexpr (sums_onto<L, X>::value) {
       backprop_beside<L>(kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value), f);
-      backprop<needs<decltype(t1.value)>>(kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value),
-                                    f);
+      backprop<needs<decltype(t1.value)>>(
+          kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value), f);
     } else {
-      backprop<needs<decltype(t0.value)>>(kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value),
-                                    f);
+      backprop<needs<decltype(t0.value)>>(
+          kid<0>(e), t0, operand_adjoint<0, Fn, active<X>, value_t<X>>(g, t0.value, t1.value), f);
       backprop_beside<L>(kid<1>(e), t1, operand_adjoint<1, Fn, active<Y>, value_t<Y>>(g, t0.value, t1.value), f);
     }
   }

@@ -82,11 +82,14 @@ __global__ void __launch_bounds__(block_size)
   // products recomputed, in every iteration, since nvcc did not hoist them
   // past the loop's global stores (the wave step: 49 parameter loads and
   // 64-bit multiplies in the loop; 19 loads, all before it, with the copy).
-  // Its bytes are copied, as the parameter's were, not the tree: nvcc's
-  // front end spent time exponential in the tree's height on the copy
-  // construction in the adjoint's kernel (a 12-step chain of sin, a scale, an add and tanh of a
-  // negation: 85 s of the front end with it, 3 s without; 16 steps did not
-  // finish), docs/05, *Tall expressions through nvcc*.
+  // The copy is made bytewise, as CUDA copied the parameter, not by the
+  // tree's copy constructor: nvcc's device pass spent time exponential in
+  // the tree's height on that constructor in the adjoint's kernel (a chain
+  // of 12 steps of sin, a scale, an add and tanh of the negation: 85 s with
+  // it, 3 s bytewise; 14 steps did not finish in 600 s), docs/05, *Tall
+  // expressions through nvcc*. With std::launder (which g++ takes for an
+  // opaque pointer on the host, ad/reverse.hpp) the GPU benchmarks' kernels
+  // compile to the PTX they had with the copy, or one instruction shorter.
   alignas(Body) unsigned char local_bytes[sizeof(Body)];
   memcpy(local_bytes, &body, sizeof(Body));
   Body const& local_body = *std::launder(reinterpret_cast<Body const*>(local_bytes));
