@@ -3,7 +3,7 @@
 
 Generates one kernel of N operations (N = 10, 25, 50, 100, 200) in two
 shapes and measures how long one translation unit takes to compile with
-g++ -O2 and clang++ -O2, in three modes:
+g++ -O2 and clang++ -O2 (or nvcc -O2, as CUDA for sm_90), in three modes:
 
   forward          k(x, y) on fields declared with ctg::grad (no k.grad call)
   forward-nograd   k(x, y) on fields without gradient buffers
@@ -45,7 +45,7 @@ seconds above the headers-alone build against operations, one line per shape
 and compiler, forward + adjoint) into docs/images/ under the name of --out
 (compile_time.svg, compile_time_full.svg). Usage:
 
-  bench/compile_time.py [--sizes 10,25,50,100,200] [--compilers g++,clang++] [--shapes expr,locals,lets,args]
+  bench/compile_time.py [--sizes 10,25,50,100,200] [--compilers g++,clang++,nvcc] [--shapes expr,locals,lets,args]
                         [--modes forward+adjoint] [--suite]
   bench/compile_time.py --plot bench/results/compile_time_full.csv   (redraw only)
 """
@@ -160,6 +160,14 @@ int main() {
 """
 
 
+# What CMakeLists.txt gives nvcc for the CUDA tests, for sm_90 (-x cu: the
+# file is a .cpp).
+NVCC_FLAGS = ["--expt-relaxed-constexpr", "--extended-lambda", "-diag-suppress=20012",
+              "--generate-code=arch=compute_90,code=[sm_90]", "-x", "cu"]
+# nvcc's front end has its own limit on nested instantiations.
+NVCC_DEPTH_FLAGS = ("-Xcudafe", "--pending_instantiations=1000", "-ftemplate-depth=2048")
+
+
 def unlimited_stack():
     resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
@@ -172,8 +180,11 @@ def compile_once(cxx, source, workdir, extra=(), timeout=None):
         f.write(source)
     stack = "ulimit -s unlimited" in extra
     flags = [x for x in extra if x != "ulimit -s unlimited"]
-    cmd = [cxx, "-std=c++20", "-O2", *flags, "-I", os.path.join(ROOT, "include"), "-isystem", "/usr/include/eigen3",
-           "-c", path, "-o", os.path.join(workdir, "tu.o")]
+    # nvcc compiles the file as CUDA for one architecture (the backend's
+    # launches are instantiated for the device even on host fields).
+    device = NVCC_FLAGS if os.path.basename(cxx) == "nvcc" else []
+    cmd = [cxx, "-std=c++20", "-O2", *device, *flags, "-I", os.path.join(ROOT, "include"), "-isystem",
+           "/usr/include/eigen3", "-c", path, "-o", os.path.join(workdir, "tu.o")]
     log_path = os.path.join(workdir, "compile.log")
     with open(log_path, "w") as log:
         start = time.perf_counter()
@@ -370,6 +381,8 @@ def main():
                 # depth fails; say what it takes with the depth raised.
                 if error and "instantiation depth" in error and "-ftemplate-depth=4096" not in extra:
                     one(shape, n, mode, source, (*extra, "-ftemplate-depth=4096"))
+                if error and "excessive recursion" in error and NVCC_DEPTH_FLAGS[1] not in extra:
+                    one(shape, n, mode, source, (*extra, *NVCC_DEPTH_FLAGS))
                 # clang++ recurses deeply enough on deep kernels to overflow
                 # the default 8 MiB stack: say what it takes without the limit.
                 if error and error.startswith("compiler crashed (signal 11)") and "ulimit -s unlimited" not in extra:
