@@ -168,6 +168,13 @@ NVCC_FLAGS = ["--expt-relaxed-constexpr", "--extended-lambda", "-diag-suppress=2
 NVCC_DEPTH_FLAGS = ("-Xcudafe", "--pending_instantiations=1000", "-ftemplate-depth=2048")
 
 
+def compiler_flags(cxx):
+    """The flags a compiler needs beyond -std=c++20 -O2: nvcc compiles the
+    generated .cpp as CUDA (the backend's launches are instantiated for the
+    device even on host fields); the host compilers need none."""
+    return list(NVCC_FLAGS) if os.path.basename(cxx) == "nvcc" else []
+
+
 def unlimited_stack():
     resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 
@@ -180,10 +187,7 @@ def compile_once(cxx, source, workdir, extra=(), timeout=None):
         f.write(source)
     stack = "ulimit -s unlimited" in extra
     flags = [x for x in extra if x != "ulimit -s unlimited"]
-    # nvcc compiles the file as CUDA for one architecture (the backend's
-    # launches are instantiated for the device even on host fields).
-    device = NVCC_FLAGS if os.path.basename(cxx) == "nvcc" else []
-    cmd = [cxx, "-std=c++20", "-O2", *device, *flags, "-I", os.path.join(ROOT, "include"), "-isystem",
+    cmd = [cxx, "-std=c++20", "-O2", *compiler_flags(cxx), *flags, "-I", os.path.join(ROOT, "include"), "-isystem",
            "/usr/include/eigen3", "-c", path, "-o", os.path.join(workdir, "tu.o")]
     log_path = os.path.join(workdir, "compile.log")
     with open(log_path, "w") as log:
