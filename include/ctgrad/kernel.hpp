@@ -16,6 +16,7 @@
 #include "backend/plan.hpp"
 #include "backend/race/launch.hpp"
 #include "eval/rows.hpp"
+#include "eval/store_claims.hpp"
 #include "check/diagnostics.hpp"
 #include "detail/forward_records.hpp"
 #if defined(__CUDACC__)
@@ -877,6 +878,7 @@ class kernel_t {
   template <class Pass, int Slots, class Named, class Offload, class Bound, class... A>
   void run_one(Offload const& o, [[maybe_unused]] int number, Bound const& bound, memory_space space, A const&... args) const {
     eval::launch_status status{};
+    eval::store_claims_release const release_claims{status};
     int unsized = -1;
     if (space == memory_space::host) {
       // Every host offload passes here: the program's subnormal mode is set

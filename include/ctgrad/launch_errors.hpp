@@ -230,12 +230,22 @@ CTG_RUNTIME_INLINE void raise_offload_failure(std::string_view kernel, offload_o
                          "the kernel computes); give the kernel ctg::adstack_capacity<N>, N the most iterations "
                          "that loop runs per thread");
   }
-  if (status.failed == int(eval::failure::index_out_of_range)) {
+  auto const reported_index = [&] {
     std::string idx = "(";
     for (int k = 0; k < status.rank; ++k) idx += (k ? ", " : "") + std::to_string(status.index[k]);
-    idx += ")";
-    throw index_error(kernel_prefix(kernel) + ": index " + idx + " is out of range for " +
+    return idx + ")";
+  };
+  if (status.failed == int(eval::failure::index_out_of_range)) {
+    throw index_error(kernel_prefix(kernel) + ": index " + reported_index() + " is out of range for " +
                       describe_param(status.param, args));
+  }
+  if (status.failed == int(eval::failure::store_conflict)) {
+    throw autodiff_error(kernel_prefix(kernel) + " (" + describe_param(status.param, args) + ", element " +
+                         reported_index() +
+                         "): " + check::message(finding::parallel_store_conflict) +
+                         ". Its index is one the checks cannot follow (a value read from a field, a product, a "
+                         "nested loop's index), so the adjoint found it when the second iteration claimed the "
+                         "element; the gradients this launch computed are incomplete");
   }
   if (status.failed == int(eval::failure::adstack_overflow)) {
     std::string where;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include <ctgrad/ctgrad.hpp>
 
@@ -321,4 +322,161 @@ TEST_CASE("a coefficient named by one index and by two is one coefficient") {
     CHECK(m.grad().at(i)(1, 0) == 0.0);
     CHECK(m.grad().at(i)(0, 0) == 1.0);
   }
+}
+
+// ---- stores the types cannot judge, checked as the adjoint runs ---------------------------------
+// A store at an index read from a field, under a condition, or in a nested
+// loop claims its element for its iteration when the adjoint runs it on the
+// host: a second iteration on the same element (or coefficient) fails the
+// launch with CTG-AD-013 naming the field and the element, where its
+// gradient went to whichever iteration the adjoint ran first.
+namespace {
+auto last_two_squares = ctg::kernel<"last_two_squares">([](auto x, auto loss) {
+  return ctg::range(x.size(), [=](auto i) { return ctg::if_(i >= x.size() - 2, loss() = x[i] * x[i]); });
+});
+// Segments [begin[s], end[s]) of y, each scaled by w[s].
+auto ranges = ctg::kernel<"ranges">([](auto x, auto begin, auto end, auto w, auto y) {
+  return ctg::range(w.size(), [=](auto s) {
+    return ctg::range(begin[s], end[s], [=](auto j) { return y[j] = x[j] * w[s]; });
+  });
+});
+// Even iterations store the first coefficient of v[h[i]], odd ones the second.
+auto halves = ctg::kernel<"halves">([](auto x, auto h, auto v) {
+  return ctg::range(x.size(), [=](auto i) {
+    return ctg::if_(i % 2 == 0, v[h[i]][0_c] = x[i], v[h[i]][1_c] = 2.0 * x[i]);
+  });
+});
+// Rows of g stored into the rows of out that p names.
+auto permuted_rows = ctg::kernel<"permuted_rows">([](auto g, auto p, auto out) {
+  return ctg::ndrange(g.shape(0_c), g.shape(1_c), [=](auto i, auto j) { return out(p[i], j) = g(i, j) * g(i, j); });
+});
+}  // namespace
+
+TEST_CASE("CTG-AD-013 as the adjoint runs: two iterations of an unjudged store on one element") {
+  vec_t x = values({0.3, -0.7, 1.1, 0.5}, "x");
+  index_t p({4}, {.name = "p"});
+  p.copy_from(std::vector<int>{0, 0, 1, 1});
+  vec_t y({4}, {.name = "y"});
+  // y[0] and y[1] are each stored by two iterations.
+  permuted(x, p, y);
+  y.grad().fill(1.0);
+  std::string const message = error_of([&] { permuted.grad(x, p, y); });
+  CHECK(message.find("CTG-AD-013") != std::string::npos);
+  CHECK(message.find("kernel 'permuted'") != std::string::npos);
+  CHECK(message.find("field 'y'") != std::string::npos);
+  bool const names_element = message.find("element (0)") != std::string::npos ||
+                             message.find("element (1)") != std::string::npos;
+  CHECK(names_element);
+
+  // Through a tape: the recorded launch's adjoint fails the same way.
+  scal_t loss({.name = "loss"});
+  auto total = ctg::kernel<"total">([](auto y, auto loss) {
+    return ctg::range(y.size(), [=](auto i) { return loss() += y[i]; });
+  });
+  std::string const taped = error_of([&] {
+    ctg::tape t(loss);
+    permuted(x, p, y);
+    total(y, loss);
+    t.backward();
+  });
+  CHECK(taped.find("CTG-AD-013") != std::string::npos);
+  CHECK(taped.find("kernel 'permuted'") != std::string::npos);
+
+  // A condition two iterations pass.
+  last_two_squares(x, loss);
+  loss.grad().at() = 1.0;
+  CHECK(error_of([&] { last_two_squares.grad(x, loss); }).find("CTG-AD-013") != std::string::npos);
+
+  // Segments that overlap at y[2].
+  index_t begin({2}, {.name = "begin"}), end({2}, {.name = "end"});
+  begin.copy_from(std::vector<int>{0, 2});
+  end.copy_from(std::vector<int>{3, 4});
+  vec_t w = values({2.0, -3.0}, "w");
+  ranges(x, begin, end, w, y);
+  y.grad().fill(1.0);
+  std::string const overlap = error_of([&] { ranges.grad(x, begin, end, w, y); });
+  CHECK(overlap.find("CTG-AD-013") != std::string::npos);
+  CHECK(overlap.find("element (2)") != std::string::npos);
+}
+
+TEST_CASE("unjudged stores of one element each: claimed without a failure, with the closed-form gradient") {
+  vec_t x = values({0.3, -0.7, 1.1, 0.5}, "x");
+
+  // Segments that meet without overlapping.
+  index_t begin({2}, {.name = "begin"}), end({2}, {.name = "end"});
+  begin.copy_from(std::vector<int>{0, 2});
+  end.copy_from(std::vector<int>{2, 4});
+  vec_t w = values({2.0, -3.0}, "w");
+  vec_t y({4}, {.name = "y"});
+  ranges(x, begin, end, w, y);
+  y.grad().copy_from(std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  ranges.grad(x, begin, end, w, y);
+  CHECK(x.grad().at(1) == doctest::Approx(2.0 * 2.0));
+  CHECK(x.grad().at(2) == doctest::Approx(-3.0 * 3.0));
+  CHECK(w.grad().at(0) == doctest::Approx(0.3 * 1.0 - 0.7 * 2.0));
+  CHECK(w.grad().at(1) == doctest::Approx(1.1 * 3.0 + 0.5 * 4.0));
+
+  // Two iterations on one element, each on its own coefficient.
+  x.zero_grad();
+  index_t h({4}, {.name = "h"});
+  h.copy_from(std::vector<int>{0, 0, 1, 1});
+  pair_t v({2}, {.name = "v"});
+  halves(x, h, v);
+  CHECK(v.at(0)(0) == doctest::Approx(0.3));
+  CHECK(v.at(0)(1) == doctest::Approx(-1.4));
+  v.grad().at(0) = Eigen::Vector2d(1.0, 10.0);
+  v.grad().at(1) = Eigen::Vector2d(100.0, 1000.0);
+  halves.grad(x, h, v);
+  double const want[] = {1.0, 2.0 * 10.0, 100.0, 2.0 * 1000.0};
+  for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(want[i]));
+
+  // Two axes: rows permuted, every (row, column) stored once; then a row twice.
+  int const rows = 3, cols = 5;
+  grid_t g({rows, cols}, {.name = "g"}), out({rows, cols}, {.name = "out"});
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) g.at(i, j) = 0.1 * (i + 1) - 0.05 * j;
+  index_t rp({rows}, {.name = "rp"});
+  rp.copy_from(std::vector<int>{2, 0, 1});
+  permuted_rows(g, rp, out);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) out.grad().at(i, j) = 1.0 + i + 10.0 * j;
+  permuted_rows.grad(g, rp, out);
+  int const target[] = {2, 0, 1};
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      CAPTURE(i);
+      CAPTURE(j);
+      CHECK(g.grad().at(i, j) == doctest::Approx(2.0 * g.at(i, j) * (1.0 + target[i] + 10.0 * j)));
+    }
+  rp.copy_from(std::vector<int>{2, 0, 2});
+  permuted_rows(g, rp, out);
+  std::string const twice = error_of([&] { permuted_rows.grad(g, rp, out); });
+  CHECK(twice.find("CTG-AD-013") != std::string::npos);
+  CHECK(twice.find("field 'out'") != std::string::npos);
+}
+
+TEST_CASE("unjudged stores on the thread pool: a permutation of many elements, then one repeated index") {
+  int const n = 1 << 15;
+  vec_t x({n}, {.name = "x"}), y({n}, {.name = "y"});
+  index_t p({n}, {.name = "p"});
+  std::vector<int> reversed(n);
+  for (int i = 0; i < n; ++i) {
+    x.at(i) = 0.001 * (i % 97) - 0.03;
+    reversed[std::size_t(i)] = n - 1 - i;
+    y.grad().at(i) = 1.0 + (i % 7);
+  }
+  p.copy_from(reversed);
+  permuted(x, p, y);
+  permuted.grad(x, p, y);
+  int wrong = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::abs(x.grad().at(i) - 2.0 * x.at(i) * (1.0 + ((n - 1 - i) % 7))) > 1e-12) ++wrong;
+  CHECK(wrong == 0);
+  // The first and the last iteration, in different chunks, store y[0].
+  reversed[0] = 0;
+  p.copy_from(reversed);
+  permuted(x, p, y);
+  std::string const message = error_of([&] { permuted.grad(x, p, y); });
+  CHECK(message.find("CTG-AD-013") != std::string::npos);
+  CHECK(message.find("element (0)") != std::string::npos);
 }

@@ -19,6 +19,7 @@
 
 #include "../memory/atomic.hpp"
 #include "../eval/forward.hpp"
+#include "../eval/store_claims.hpp"
 #include "adstack.hpp"
 #include "activity.hpp"
 #include "derivatives.hpp"
@@ -925,6 +926,66 @@ struct reverse {
     }
   }
 
+  // Whether the store `lhs` of a parallel offload may write one element in
+  // two iterations: unless its index holds, for each axis of the offload, a
+  // shift `i + c` of that axis's index (ad::owns_slots), the types cannot
+  // tell (an index read from a field, a product, a nested loop's index).
+  // Such a store claims its element for its iteration (eval/store_claims.hpp)
+  // and reports a second iteration's claim (CTG-AD-013). The frame's axes
+  // are the most any loop of the offload has: a nested loop with more axes
+  // than the offload makes every store claim, which costs time, not results.
+  template <class Fr, class L>
+  static constexpr bool may_store_twice =
+      Fr::parallel && !owns_slots<Fr::axes, detail::type_list<typename written_access<L>::type>>::value;
+  template <class Fr, class L>
+  CTG_HOST_DEVICE static void claim_stored(L const& lhs, Fr& f) {
+#if !CTG_DEVICE_PASS
+    if constexpr (may_store_twice<Fr, L>) {
+      using A = typename written_access<L>::type;
+      constexpr int param = A::op_type::param;
+      constexpr int rank = A::op_type::rank;
+      using T = typename A::op_type::value_type;
+      constexpr int scalars = [] {
+        if constexpr (is_eigen_fixed_v<T>)
+          return int(T::SizeAtCompileTime);
+        else
+          return 1;
+      }();
+      A const* acc;
+      if constexpr (is_access_node<L>::value)
+        acc = &lhs;
+      else
+        acc = &kid<0>(lhs);
+      auto const& view = detail::get<param>(*f.args);
+      long long index[rank > 0 ? rank : 1] = {};
+      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+        ((index[Is] = (long long)forward::eval(detail::get<Is>(acc->kids), f)), ...);
+      }(std::make_index_sequence<std::size_t(rank)>{});
+      std::int64_t element = 0, elements = 1;
+      for (int a = 0; a < rank; ++a) {
+        element = element * view.extent[a] + index[a];
+        elements *= view.extent[a];
+      }
+      // One coefficient (v[i][k], or m[i](r, c) as its place r + c * rows in
+      // the storage), or all of the element's.
+      int first = 0, last = scalars;
+      if constexpr (!is_access_node<L>::value) {
+        first = int(forward::eval(kid<1>(lhs), f));
+        if constexpr (L::arity == 3) first += int(forward::eval(kid<2>(lhs), f)) * int(T::RowsAtCompileTime);
+        last = first + 1;
+      }
+      std::uint64_t const who = eval::iteration_mark(f.idx[0], Fr::axes);
+      for (int c = first; c < last; ++c)
+        if (!eval::claim_stored_scalar(*f.status, param, elements * scalars, element * scalars + c, who)) {
+          eval::report_element_at(f.status, eval::failure::store_conflict, param, rank, index);
+          return;
+        }
+    }
+#else
+    (void)lhs, (void)f;
+#endif
+  }
+
   template <class Fr, class L, class E>
   CTG_HOST_DEVICE static void rev(node<op::store, L, E> const& n, Fr& f) {
     using A = typename written_access<L>::type;
@@ -936,6 +997,7 @@ struct reverse {
       if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
         auto* p = written_grad(kid<0>(n), f);
         if (eval::missing(p)) return;
+        claim_stored(kid<0>(n), f);
         using P = std::remove_pointer_t<decltype(p)>;
         P const g = load_element(p);
         *p = zero<P>();
@@ -946,13 +1008,16 @@ struct reverse {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
       using P = std::remove_pointer_t<decltype(p)>;
-      if (f.clearing)
+      if (f.clearing) {
+        claim_stored(kid<0>(n), f);  // the sweep that runs each iteration once
         *p = zero<P>();
-      else if constexpr (active<E>)
+      } else if constexpr (active<E>) {
         backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(load_element(p)), f);
+      }
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
+      claim_stored(kid<0>(n), f);
       using P = std::remove_pointer_t<decltype(p)>;
       P const g = load_element(p);
       // An update in place, x[i] = x[i] + r (or - r, or more terms): the old

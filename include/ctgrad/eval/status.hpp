@@ -1,7 +1,8 @@
 // What a running kernel reports back to its launcher: the first out-of-range
-// index (checked builds), an adstack overflow. One record per launch, written
-// by the first thread that fails; the launcher turns it into an exception
-// naming the kernel and the parameter.
+// index (checked builds), an adstack overflow, an element two iterations
+// stored (eval/store_claims.hpp). One record per launch, written by the
+// first thread that fails; the launcher turns it into an exception naming
+// the kernel and the parameter.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -10,7 +11,12 @@
 
 namespace ctg::eval {
 
-enum class failure : int { none = 0, index_out_of_range = 1, adstack_overflow = 2 };
+enum class failure : int { none = 0, index_out_of_range = 1, adstack_overflow = 2, store_conflict = 3 };
+
+// Which iteration stored each element, for the stores of an adjoint pass on
+// the host whose index may repeat (eval/store_claims.hpp); made by the first
+// such store, deleted by the launcher.
+struct store_claims;
 
 struct launch_status {
   int failed;          // a failure code, set once
@@ -20,6 +26,7 @@ struct launch_status {
   long long index[4];  // the offending index
   long long required;  // adstack: entries needed by the failing thread
   long long available; // adstack: entries available per thread
+  store_claims* claims; // null until a store claims an element
 };
 
 CTG_HOST_DEVICE bool claim_failure(launch_status* s, failure what) {
@@ -35,8 +42,9 @@ CTG_HOST_DEVICE bool claim_failure(launch_status* s, failure what) {
 // access (a compare-and-swap and the stores of the index), it made a checked
 // kernel's chunk function several times the size of an unchecked one, and
 // as many times slower to compile and optimise.
-CTG_HOST_DEVICE CTG_NOINLINE void report_index_at(launch_status* s, int param, int rank, long long const* index) {
-  if (s == nullptr || !claim_failure(s, failure::index_out_of_range)) return;
+CTG_HOST_DEVICE CTG_NOINLINE void report_element_at(launch_status* s, failure what, int param, int rank,
+                                                    long long const* index) {
+  if (s == nullptr || !claim_failure(s, what)) return;
   s->param = param;
   s->rank = rank;
   for (int k = 0; k < rank; ++k) s->index[k] = index[k];
@@ -45,7 +53,7 @@ CTG_HOST_DEVICE CTG_NOINLINE void report_index_at(launch_status* s, int param, i
 template <class... I>
 CTG_HOST_DEVICE void report_index(launch_status* s, int param, I... idx) {
   long long const index[sizeof...(I) + 1] = {(long long)(idx)..., 0};
-  report_index_at(s, param, int(sizeof...(I)), index);
+  report_element_at(s, failure::index_out_of_range, param, int(sizeof...(I)), index);
 }
 
 }  // namespace ctg::eval
