@@ -240,12 +240,13 @@ CTG_RUNTIME_INLINE void raise_offload_failure(std::string_view kernel, offload_o
                       describe_param(status.param, args));
   }
   if (status.failed == int(eval::failure::store_conflict)) {
-    throw autodiff_error(kernel_prefix(kernel) + " (" + describe_param(status.param, args) + ", element " +
-                         reported_index() +
-                         "): " + check::message(finding::parallel_store_conflict) +
-                         ". Its index is one the checks cannot follow (a value read from a field, a product, a "
-                         "nested loop's index), so the adjoint found it when the second iteration claimed the "
-                         "element; the gradients this launch computed are incomplete");
+    std::string const element = status.rank > 0 ? ", element " + reported_index() : std::string();
+    throw autodiff_error(kernel_prefix(kernel) + " (" + describe_param(status.param, args) + element + "): " +
+                         check::message(finding::parallel_store_conflict) +
+                         ". The checks could not see it before the launch (an index read from a field or "
+                         "computed, a store under a condition or in a nested loop); the adjoint met it when a "
+                         "second iteration wrote the element, so the gradients this launch computed are "
+                         "incomplete");
   }
   if (status.failed == int(eval::failure::adstack_overflow)) {
     std::string where;

@@ -346,6 +346,21 @@ auto halves = ctg::kernel<"halves">([](auto x, auto h, auto v) {
     return ctg::if_(i % 2 == 0, v[h[i]][0_c] = x[i], v[h[i]][1_c] = 2.0 * x[i]);
   });
 });
+// Two writes of one field, each alone one element per iteration or
+// unjudged, that meet across iterations: y[i + 1] of iteration i is the
+// conditional y[i] of iteration i + 1; y[i] against y[p[i]]; a store against
+// another iteration's accumulation.
+auto shifted_pair = ctg::kernel<"shifted_pair">([](auto x, auto y) {
+  return ctg::range(x.size() - 1, [=](auto i) {
+    return ctg::block(ctg::if_(x[i] > 0.0, y[i] = x[i] * x[i]), y[i + 1] = 3.0 * x[i]);
+  });
+});
+auto own_and_permuted = ctg::kernel<"own_and_permuted">([](auto x, auto p, auto y) {
+  return ctg::range(x.size() / 2, [=](auto i) { return ctg::block(y[i] = x[i], y[p[i]] = 2.0 * x[i]); });
+});
+auto store_and_scatter = ctg::kernel<"store_and_scatter">([](auto x, auto p, auto q, auto y) {
+  return ctg::range(x.size(), [=](auto i) { return ctg::block(y[p[i]] = x[i], y[q[i]] += x[i] * x[i]); });
+});
 // Rows of g stored into the rows of out that p names.
 auto permuted_rows = ctg::kernel<"permuted_rows">([](auto g, auto p, auto out) {
   return ctg::ndrange(g.shape(0_c), g.shape(1_c), [=](auto i, auto j) { return out(p[i], j) = g(i, j) * g(i, j); });
@@ -397,6 +412,25 @@ TEST_CASE("CTG-AD-013 as the adjoint runs: two iterations of an unjudged store o
   std::string const overlap = error_of([&] { ranges.grad(x, begin, end, w, y); });
   CHECK(overlap.find("CTG-AD-013") != std::string::npos);
   CHECK(overlap.find("element (2)") != std::string::npos);
+
+  // Writes that meet only across two statements. x[1] = -0.7 skips its
+  // conditional store, so only iteration 1's y[2] meets iteration 2's
+  // conditional y[2] (x[2] = 1.1 > 0).
+  shifted_pair(x, y);
+  std::string const pair = error_of([&] { shifted_pair.grad(x, y); });
+  CHECK(pair.find("CTG-AD-013") != std::string::npos);
+  CHECK(pair.find("element (2)") != std::string::npos);
+  // Iteration 1 stores y[1]; iteration 0 stores y[p[0]] = y[1] too.
+  index_t q({4}, {.name = "q"});
+  q.copy_from(std::vector<int>{1, 3, 0, 0});
+  own_and_permuted(x, q, y);
+  CHECK(error_of([&] { own_and_permuted.grad(x, q, y); }).find("element (1)") != std::string::npos);
+  // Stores at a permutation, and another iteration's addition into y[2].
+  index_t r({4}, {.name = "r"});
+  p.copy_from(std::vector<int>{2, 0, 3, 1});
+  r.copy_from(std::vector<int>{0, 2, 0, 1});
+  store_and_scatter(x, p, r, y);
+  CHECK(error_of([&] { store_and_scatter.grad(x, p, r, y); }).find("CTG-AD-013") != std::string::npos);
 }
 
 TEST_CASE("unjudged stores of one element each: claimed without a failure, with the closed-form gradient") {
@@ -415,6 +449,18 @@ TEST_CASE("unjudged stores of one element each: claimed without a failure, with 
   CHECK(x.grad().at(2) == doctest::Approx(-3.0 * 3.0));
   CHECK(w.grad().at(0) == doctest::Approx(0.3 * 1.0 - 0.7 * 2.0));
   CHECK(w.grad().at(1) == doctest::Approx(1.1 * 3.0 + 0.5 * 4.0));
+
+  // Each iteration adds into the element it stored, and only into it.
+  x.zero_grad();
+  index_t p({4}, {.name = "p"});
+  p.copy_from(std::vector<int>{2, 0, 3, 1});
+  store_and_scatter(x, p, p, y);
+  CHECK(y.at(2) == doctest::Approx(0.3 + 0.09));
+  y.grad().copy_from(std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  store_and_scatter.grad(x, p, p, y);
+  // y[p[i]] = x[i] + x[i]^2: the gradient of x[i] is (1 + 2 x[i]) y.grad[p[i]].
+  double const seeds[] = {3.0, 1.0, 4.0, 2.0};
+  for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx((1.0 + 2.0 * x.at(i)) * seeds[i]));
 
   // Two iterations on one element, each on its own coefficient.
   x.zero_grad();

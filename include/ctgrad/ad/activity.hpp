@@ -572,6 +572,36 @@ template <int I, class L, class E>
 struct writes_into<I, node<op::store, L, E>>
     : std::integral_constant<int, int(written_access<L>::type::op_type::param == I) + writes_into<I, E>::value> {};
 
+// The accesses of field parameter I's values that the statements of S
+// write (=, +=, -=, min, max), and whether one of them is a store. Only
+// statements are walked: after lowering no expression holds one.
+template <int I, class S>
+struct writes_of {
+  using type = detail::type_list<>;
+  static constexpr bool stores = false;
+};
+template <int I, class Op, class... K>
+  requires(std::is_same_v<Op, op::block> || is_if_op<Op> || is_while_op<Op> || is_loop_op<Op> || is_let_op<Op> ||
+           is_func_scope_op<Op>)
+struct writes_of<I, node<Op, K...>> {
+  using type = detail::concat_all_t<typename writes_of<I, K>::type...>;
+  static constexpr bool stores = (writes_of<I, K>::stores || ...);
+};
+template <int I, class L, class E>
+struct writes_of<I, node<op::store, L, E>> {
+  using A = typename written_access<L>::type;
+  static constexpr bool mine = A::op_type::param == I && A::op_type::which == buffer::primal;
+  using type = std::conditional_t<mine, detail::type_list<A>, detail::type_list<>>;
+  static constexpr bool stores = mine;
+};
+template <int I, atomic_kind K, class L, class E>
+struct writes_of<I, node<op::atomic<K>, L, E>> {
+  using A = typename written_access<L>::type;
+  static constexpr bool mine = A::op_type::param == I && A::op_type::which == buffer::primal;
+  using type = std::conditional_t<mine, detail::type_list<A>, detail::type_list<>>;
+  static constexpr bool stores = false;
+};
+
 // Whether an expression holds a number known only from the node's value
 // (a literal, a scalar argument), not from its type.
 template <class E>

@@ -26,8 +26,24 @@ namespace ctg::ad {
 template <class BodyName, int Axes, bool Parallel>
 struct body_ownership {
   using Body = ir::named_t<BodyName>;
+  static constexpr int axes = Axes;
   // The adjoint runs iterations, not the gather sweeps of ad/gather.hpp.
   static constexpr bool gathering = false;
+  // Whether the stores into field I may write one element in two
+  // iterations: I is stored, and its writes (stores and accumulations) do
+  // not all hold, for each axis, one common shift `i + c` of that axis's
+  // index (owns_slots), so the types cannot tell (an index read from a
+  // field, a product, a nested loop's index, or two stores y[i] and
+  // y[i + 1] of which the checks judge neither, one being under an if_).
+  // Then the adjoint's stores and accumulations of I claim their elements
+  // for their iterations (eval/store_claims.hpp, reverse::claim_written).
+  template <int I>
+  static constexpr bool claims = [] {
+    if constexpr (!Parallel)
+      return false;
+    else
+      return writes_of<I, Body>::stores && !owns_slots<Axes, typename writes_of<I, Body>::type>::value;
+  }();
   template <int I>
   static constexpr bool owned = Parallel && owns_slots<Axes, typename accesses_of<I, Body>::type>::value;
   template <int I>

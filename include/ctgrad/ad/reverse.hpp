@@ -926,23 +926,16 @@ struct reverse {
     }
   }
 
-  // Whether the store `lhs` of a parallel offload may write one element in
-  // two iterations: unless its index holds, for each axis of the offload, a
-  // shift `i + c` of that axis's index (ad::owns_slots), the types cannot
-  // tell (an index read from a field, a product, a nested loop's index).
-  // Such a store claims its element for its iteration (eval/store_claims.hpp)
-  // and reports a second iteration's claim (CTG-AD-013). The frame's axes
-  // are the most any loop of the offload has: a nested loop with more axes
-  // than the offload makes every store claim, which costs time, not results.
-  template <class Fr, class L>
-  static constexpr bool may_store_twice =
-      Fr::parallel && !owns_slots<Fr::axes, detail::type_list<typename written_access<L>::type>>::value;
-  template <class Fr, class L>
-  CTG_HOST_DEVICE static void claim_stored(L const& lhs, Fr& f) {
+  // A write (a store, or with Store false an accumulation) of a field whose
+  // stores may write one element in two iterations (Policy::claims) claims
+  // its element's coefficients for its iteration (eval/store_claims.hpp),
+  // and reports a claim that meets another iteration's store (CTG-AD-013).
+  template <bool Store, class Fr, class L>
+  CTG_HOST_DEVICE static void claim_written(L const& lhs, Fr& f) {
 #if !CTG_DEVICE_PASS
-    if constexpr (may_store_twice<Fr, L>) {
-      using A = typename written_access<L>::type;
-      constexpr int param = A::op_type::param;
+    using A = typename written_access<L>::type;
+    constexpr int param = A::op_type::param;
+    if constexpr (Fr::parallel && Policy::template claims<param>) {
       constexpr int rank = A::op_type::rank;
       using T = typename A::op_type::value_type;
       constexpr int scalars = [] {
@@ -974,9 +967,9 @@ struct reverse {
         if constexpr (L::arity == 3) first += int(forward::eval(kid<2>(lhs), f)) * int(T::RowsAtCompileTime);
         last = first + 1;
       }
-      std::uint64_t const who = eval::iteration_mark(f.idx[0], Fr::axes);
+      std::uint64_t const who = eval::iteration_mark(f.idx[0], Policy::axes);
       for (int c = first; c < last; ++c)
-        if (!eval::claim_stored_scalar(*f.status, param, elements * scalars, element * scalars + c, who)) {
+        if (!eval::claim_scalar(*f.status, param, elements * scalars, element * scalars + c, who, Store)) {
           eval::report_element_at(f.status, eval::failure::store_conflict, param, rank, index);
           return;
         }
@@ -997,7 +990,7 @@ struct reverse {
       if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
         auto* p = written_grad(kid<0>(n), f);
         if (eval::missing(p)) return;
-        claim_stored(kid<0>(n), f);
+        claim_written<true>(kid<0>(n), f);
         using P = std::remove_pointer_t<decltype(p)>;
         P const g = load_element(p);
         *p = zero<P>();
@@ -1009,7 +1002,7 @@ struct reverse {
       if (eval::missing(p)) return;
       using P = std::remove_pointer_t<decltype(p)>;
       if (f.clearing) {
-        claim_stored(kid<0>(n), f);  // the sweep that runs each iteration once
+        claim_written<true>(kid<0>(n), f);  // the sweep that runs each iteration once
         *p = zero<P>();
       } else if constexpr (active<E>) {
         backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(load_element(p)), f);
@@ -1017,7 +1010,7 @@ struct reverse {
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
-      claim_stored(kid<0>(n), f);
+      claim_written<true>(kid<0>(n), f);
       using P = std::remove_pointer_t<decltype(p)>;
       P const g = load_element(p);
       // An update in place, x[i] = x[i] + r (or - r, or more terms): the old
@@ -1143,6 +1136,7 @@ struct reverse {
         if (!cached_seed<L>(f, seed)) {
           auto* p = written_grad(kid<0>(n), f);  // out of range: reports
           if (eval::missing(p)) return;
+          claim_written<false>(kid<0>(n), f);
           seed = load_element(p);
         }
         P const g = K == atomic_kind::add ? seed : P(-seed);
