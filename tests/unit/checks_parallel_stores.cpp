@@ -361,6 +361,13 @@ auto own_and_permuted = ctg::kernel<"own_and_permuted">([](auto x, auto p, auto 
 auto store_and_scatter = ctg::kernel<"store_and_scatter">([](auto x, auto p, auto q, auto y) {
   return ctg::range(x.size(), [=](auto i) { return ctg::block(y[p[i]] = x[i], y[q[i]] += x[i] * x[i]); });
 });
+// Elements reset to zero (a value without a gradient) at indices that may
+// repeat, then added into; and the same with the addition at other indices.
+auto reset_and_add = ctg::kernel<"reset_and_add">([](auto x, auto p, auto q, auto y, auto z) {
+  return ctg::range(x.size(), [=](auto i) {
+    return ctg::block(y[p[i]] = 0.0, y[q[i]] += x[i] * x[i], z[i] = 3.0 * x[i]);
+  });
+});
 // Rows of g stored into the rows of out that p names.
 auto permuted_rows = ctg::kernel<"permuted_rows">([](auto g, auto p, auto out) {
   return ctg::ndrange(g.shape(0_c), g.shape(1_c), [=](auto i, auto j) { return out(p[i], j) = g(i, j) * g(i, j); });
@@ -461,6 +468,44 @@ TEST_CASE("unjudged stores of one element each: claimed without a failure, with 
   // y[p[i]] = x[i] + x[i]^2: the gradient of x[i] is (1 + 2 x[i]) y.grad[p[i]].
   double const seeds[] = {3.0, 1.0, 4.0, 2.0};
   for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx((1.0 + 2.0 * x.at(i)) * seeds[i]));
+
+  // Iterations 0 and 1 both reset y[0], 2 and 3 y[1], each adding into the
+  // element it reset: the resets share, the additions' gradients are exact.
+  x.zero_grad();
+  vec_t z({4}, {.name = "z"});
+  index_t halves_of({4}, {.name = "halves_of"});
+  halves_of.copy_from(std::vector<int>{0, 0, 1, 1});
+  index_t own({4}, {.name = "own"});
+  own.copy_from(std::vector<int>{0, 1, 2, 3});
+  reset_and_add(x, own, own, y, z);
+  y.grad().copy_from(std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  z.grad().fill(1.0);
+  reset_and_add.grad(x, own, own, y, z);
+  for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(2.0 * x.at(i) * (1.0 + i) + 3.0));
+  x.zero_grad();
+  reset_and_add(x, halves_of, own, y, z);  // resets repeat; each addition has an element of its own
+  std::string const shared = error_of([&] { reset_and_add.grad(x, halves_of, own, y, z); });
+  // Iteration 1 adds into y[1], which iteration 2 resets: the addition's
+  // contribution depends on which ran first, so that is a conflict.
+  CHECK(shared.find("CTG-AD-013") != std::string::npos);
+  index_t last_two({4}, {.name = "last_two"});
+  last_two.copy_from(std::vector<int>{2, 2, 3, 3});
+  x.zero_grad();
+  reset_and_add(x, last_two, own, y, z);  // y[2] and y[3] reset twice, added into by iterations 2 and 3
+  CHECK(error_of([&] { reset_and_add.grad(x, last_two, own, y, z); }).find("CTG-AD-013") != std::string::npos);
+  index_t first_two({4}, {.name = "first_two"});
+  first_two.copy_from(std::vector<int>{0, 0, 1, 1});
+  index_t into_last({4}, {.name = "into_last"});
+  into_last.copy_from(std::vector<int>{3, 3, 2, 2});
+  x.zero_grad();
+  reset_and_add(x, first_two, into_last, y, z);  // resets of y[0], y[1] shared; additions into y[2], y[3]
+  y.grad().copy_from(std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  z.grad().fill(1.0);  // each adjoint of z's store took its seed
+  reset_and_add.grad(x, first_two, into_last, y, z);
+  double const into[] = {4.0, 4.0, 3.0, 3.0};
+  for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(2.0 * x.at(i) * into[i] + 3.0));
+  CHECK(y.grad().at(0) == 0.0);
+  CHECK(y.grad().at(1) == 0.0);
 
   // Two iterations on one element, each on its own coefficient.
   x.zero_grad();

@@ -926,11 +926,11 @@ struct reverse {
     }
   }
 
-  // A write (a store, or with Store false an accumulation) of a field whose
-  // stores may write one element in two iterations (Policy::claims) claims
-  // its element's coefficients for its iteration (eval/store_claims.hpp),
-  // and reports a claim that meets another iteration's store (CTG-AD-013).
-  template <bool Store, class Fr, class L>
+  // A write of a field whose stores may write one element in two iterations
+  // (Policy::claims) claims its element's coefficients for its iteration
+  // (eval/store_claims.hpp), and reports a claim that conflicts with another
+  // iteration's write (CTG-AD-013).
+  template <eval::write_kind Kind, class Fr, class L>
   CTG_HOST_DEVICE static void claim_written(L const& lhs, Fr& f) {
 #if !CTG_DEVICE_PASS
     using A = typename written_access<L>::type;
@@ -969,7 +969,7 @@ struct reverse {
       }
       std::uint64_t const who = eval::iteration_mark(f.idx[0], Policy::axes);
       for (int c = first; c < last; ++c)
-        if (!eval::claim_scalar(*f.status, param, elements * scalars, element * scalars + c, who, Store)) {
+        if (!eval::claim_scalar(*f.status, param, elements * scalars, element * scalars + c, who, Kind)) {
           eval::report_element_at(f.status, eval::failure::store_conflict, param, rank, index);
           return;
         }
@@ -978,6 +978,11 @@ struct reverse {
     (void)lhs, (void)f;
 #endif
   }
+
+  // A store of a value with a gradient keeps its element from every other
+  // iteration; stores of values without one may share it.
+  template <class E>
+  static constexpr eval::write_kind stored_kind = active<E> ? eval::write_kind::exclusive : eval::write_kind::clears;
 
   template <class Fr, class L, class E>
   CTG_HOST_DEVICE static void rev(node<op::store, L, E> const& n, Fr& f) {
@@ -990,7 +995,7 @@ struct reverse {
       if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
         auto* p = written_grad(kid<0>(n), f);
         if (eval::missing(p)) return;
-        claim_written<true>(kid<0>(n), f);
+        claim_written<stored_kind<E>>(kid<0>(n), f);
         using P = std::remove_pointer_t<decltype(p)>;
         P const g = load_element(p);
         *p = zero<P>();
@@ -1002,7 +1007,7 @@ struct reverse {
       if (eval::missing(p)) return;
       using P = std::remove_pointer_t<decltype(p)>;
       if (f.clearing) {
-        claim_written<true>(kid<0>(n), f);  // the sweep that runs each iteration once
+        claim_written<stored_kind<E>>(kid<0>(n), f);  // the sweep that runs each iteration once
         *p = zero<P>();
       } else if constexpr (active<E>) {
         backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(load_element(p)), f);
@@ -1010,7 +1015,7 @@ struct reverse {
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
-      claim_written<true>(kid<0>(n), f);
+      claim_written<stored_kind<E>>(kid<0>(n), f);
       using P = std::remove_pointer_t<decltype(p)>;
       P const g = load_element(p);
       // An update in place, x[i] = x[i] + r (or - r, or more terms): the old
@@ -1136,7 +1141,7 @@ struct reverse {
         if (!cached_seed<L>(f, seed)) {
           auto* p = written_grad(kid<0>(n), f);  // out of range: reports
           if (eval::missing(p)) return;
-          claim_written<false>(kid<0>(n), f);
+          claim_written<eval::write_kind::adds>(kid<0>(n), f);
           seed = load_element(p);
         }
         P const g = K == atomic_kind::add ? seed : P(-seed);

@@ -6,10 +6,10 @@
 // clears it: two iterations that stored one element, or one that stored it
 // while another added into it, leave a value the adjoint cannot attribute.
 // So in the adjoint pass on the host each write of such a field claims its
-// element's coefficients for its iteration, and a claim that meets another
-// iteration's store fails the launch (CTG-AD-013) instead of handing a
-// gradient to a store whose value was overwritten. Host code only: the
-// device adjoint does not claim.
+// element's coefficients for its iteration, and a claim that conflicts with
+// another iteration's write (write_kind says which do) fails the launch
+// (CTG-AD-013) instead of handing a gradient to a store whose value was
+// overwritten. Host code only: the device adjoint does not claim.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -35,14 +35,14 @@ struct store_claims {
 };
 
 // A number that differs between the iterations of an offload, from its
-// loop indices on `axes` axes: 1 and up, below 2^62. Exact for one axis
-// (any int index) and, for more, while every index is within [0, 2^(62 /
-// axes)) (2^31 on two axes, 2^20 on three); past that a mix, in which two
-// iterations share a number with a chance of about 2^-62 per pair.
+// loop indices on `axes` axes: 1 and up, at most 2^61. Exact for one axis
+// (any int index) and, for more, while every index is within [0, 2^(61 /
+// axes)) (2^30 on two axes, 2^20 on three); past that a mix, in which two
+// iterations share a number with a chance of about 2^-61 per pair.
 inline std::uint64_t iteration_mark(int const* index, int axes) {
   auto const bits = [&](int a) { return static_cast<std::uint64_t>(static_cast<std::uint32_t>(index[a])); };
   if (axes == 1) return bits(0) + 1;
-  int const width = 62 / axes;
+  int const width = 61 / axes;
   std::uint64_t packed = 0;
   bool fits = true;
   for (int a = 0; a < axes; ++a) {
@@ -57,22 +57,29 @@ inline std::uint64_t iteration_mark(int const* index, int axes) {
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 29;
   }
-  return (h & ((std::uint64_t(1) << 62) - 1)) | 1;
+  return (h & ((std::uint64_t(1) << 61) - 1)) | 1;
 }
 
-// A claim's word: 0, untouched; an iteration's mark, added into by that
-// iteration alone; `several`, added into by more than one; a mark with
-// `stored`, stored by that iteration (and maybe added into by it).
-inline constexpr std::uint64_t stored = std::uint64_t(1) << 63;
-inline constexpr std::uint64_t several = stored - 1;
+// What a write does to an element, as the claims see it. It adds into it
+// (a += whose value carries a gradient); it stores a value that carries
+// none (y[p[i]] = 0.0), which takes the element's gradient and passes none
+// on, so that iterations that all do this may share the element; or it
+// stores one that does, which no other iteration may touch.
+enum class write_kind : std::uint64_t { adds = 1, clears = 2, exclusive = 3 };
+
+// A claim's word: 0, untouched; else a write_kind in its top two bits and
+// below them the mark of the one iteration that wrote the element, or
+// `several_iterations` when more than one did, all of one sharing kind. One
+// iteration's writes of different kinds make its claim exclusive.
+inline constexpr int kind_shift = 62;
+inline constexpr std::uint64_t several_iterations = (std::uint64_t(1) << kind_shift) - 1;
 
 // Claims scalar `at` of the `count` of parameter `param` for the iteration
-// marked `who`, for a store or (`store` false) an accumulation: false when
-// another iteration stored it, or, for a store, touched it at all. The
-// first claim of a launch makes the table, the first of a parameter its
-// words.
+// marked `who`: false when the element was written by another iteration in
+// a way that conflicts (two kinds, or an exclusive one). The first claim of
+// a launch makes the table, the first of a parameter its words.
 inline bool claim_scalar(launch_status& s, int param, std::int64_t count, std::int64_t at, std::uint64_t who,
-                         bool store) {
+                         write_kind kind) {
   if (param < 0 || param >= max_claimed_params || at < 0 || at >= count) return true;
   std::atomic_ref<store_claims*> table_ref(s.claims);
   store_claims* table = table_ref.load(std::memory_order_acquire);
@@ -92,16 +99,21 @@ inline bool claim_scalar(launch_status& s, int param, std::int64_t count, std::i
     else
       delete[] made;
   }
+  auto const word_of = [](write_kind k, std::uint64_t w) { return std::uint64_t(k) << kind_shift | w; };
   std::atomic_ref<std::uint64_t> word(marks[at]);
   std::uint64_t seen = word.load(std::memory_order_relaxed);
   for (;;) {
     std::uint64_t next;
-    if (seen == 0 || (seen & ~stored) == who)
-      next = store ? (who | stored) : (seen == 0 ? who : seen);  // this iteration's own
-    else if (store || (seen & stored) != 0)
-      return false;  // another iteration stored it, or a store meets another's addition
+    auto const seen_kind = write_kind(seen >> kind_shift);
+    std::uint64_t const seen_who = seen & several_iterations;
+    if (seen == 0)
+      next = word_of(kind, who);
+    else if (seen_who == who)  // this iteration's own element
+      next = seen_kind == kind ? seen : word_of(write_kind::exclusive, who);
+    else if (seen_kind == kind && kind != write_kind::exclusive)
+      next = word_of(kind, several_iterations);
     else
-      next = several;  // additions of several iterations
+      return false;
     if (next == seen || word.compare_exchange_weak(seen, next, std::memory_order_relaxed)) return true;
   }
 }
