@@ -368,6 +368,11 @@ auto reset_and_add = ctg::kernel<"reset_and_add">([](auto x, auto p, auto q, aut
     return ctg::block(y[p[i]] = 0.0, y[q[i]] += x[i] * x[i], z[i] = 3.0 * x[i]);
   });
 });
+// Each iteration reads the element it then resets: two iterations on one
+// element see the reset or not by their order.
+auto read_then_reset = ctg::kernel<"read_then_reset">([](auto y, auto p, auto z) {
+  return ctg::range(z.size(), [=](auto i) { return ctg::block(z[i] = 2.0 * y[p[i]], y[p[i]] = 0.0); });
+});
 // Rows of g stored into the rows of out that p names.
 auto permuted_rows = ctg::kernel<"permuted_rows">([](auto g, auto p, auto out) {
   return ctg::ndrange(g.shape(0_c), g.shape(1_c), [=](auto i, auto j) { return out(p[i], j) = g(i, j) * g(i, j); });
@@ -469,8 +474,7 @@ TEST_CASE("unjudged stores of one element each: claimed without a failure, with 
   double const seeds[] = {3.0, 1.0, 4.0, 2.0};
   for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx((1.0 + 2.0 * x.at(i)) * seeds[i]));
 
-  // Iterations 0 and 1 both reset y[0], 2 and 3 y[1], each adding into the
-  // element it reset: the resets share, the additions' gradients are exact.
+  // Resets and additions at each iteration's own element: exact.
   x.zero_grad();
   vec_t z({4}, {.name = "z"});
   index_t halves_of({4}, {.name = "halves_of"});
@@ -506,6 +510,20 @@ TEST_CASE("unjudged stores of one element each: claimed without a failure, with 
   for (int i = 0; i < 4; ++i) CHECK(x.grad().at(i) == doctest::Approx(2.0 * x.at(i) * into[i] + 3.0));
   CHECK(y.grad().at(0) == 0.0);
   CHECK(y.grad().at(1) == 0.0);
+
+  // A read of the element before its reset: exact at a permutation, an
+  // error where two iterations share the element (the second reads 0).
+  vec_t u = values({0.5, -1.5, 2.5, 4.0}, "u");
+  vec_t zz({4}, {.name = "zz"});
+  read_then_reset(u, p, zz);
+  CHECK(zz.at(0) == doctest::Approx(2.0 * 2.5));
+  zz.grad().copy_from(std::vector<double>{1.0, 2.0, 3.0, 4.0});
+  read_then_reset.grad(u, p, zz);
+  // u[p[i]] feeds zz[i]: p = (2, 0, 3, 1) puts zz.grad[1] on u[0], ...
+  double const read_seeds[] = {2.0 * 2.0, 2.0 * 4.0, 2.0 * 1.0, 2.0 * 3.0};
+  for (int e = 0; e < 4; ++e) CHECK(u.grad().at(e) == doctest::Approx(read_seeds[e]));
+  read_then_reset(u, first_two, zz);
+  CHECK(error_of([&] { read_then_reset.grad(u, first_two, zz); }).find("CTG-AD-013") != std::string::npos);
 
   // Two iterations on one element, each on its own coefficient.
   x.zero_grad();

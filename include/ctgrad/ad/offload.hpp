@@ -44,6 +44,19 @@ struct body_ownership {
     else
       return writes_of<I, Body>::stores && !owns_slots<Axes, typename writes_of<I, Body>::type>::value;
   }();
+  // Whether iterations that store values without a gradient into one
+  // element of such a field may share it: only where the offload never
+  // reads the field, since a read of an element another iteration resets
+  // sees the reset or not by their order (CTG-AD-002 lets a read and a
+  // store at one index expression pass, counting on the stores' race being
+  // caught).
+  template <int I>
+  static constexpr bool resets_share = [] {
+    if constexpr (!claims<I>)
+      return false;
+    else
+      return accesses_of<I, Body>::type::size == writes_of<I, Body>::type::size;
+  }();
   template <int I>
   static constexpr bool owned = Parallel && owns_slots<Axes, typename accesses_of<I, Body>::type>::value;
   template <int I>

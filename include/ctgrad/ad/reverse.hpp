@@ -936,6 +936,9 @@ struct reverse {
     using A = typename written_access<L>::type;
     constexpr int param = A::op_type::param;
     if constexpr (Fr::parallel && Policy::template claims<param>) {
+      static_assert(param < eval::max_claimed_params,
+                    "a field whose stores the adjoint checks as it runs (CTG-AD-013) must be one of the kernel's "
+                    "first 64 parameters; pass it earlier");
       constexpr int rank = A::op_type::rank;
       using T = typename A::op_type::value_type;
       constexpr int scalars = [] {
@@ -980,9 +983,12 @@ struct reverse {
   }
 
   // A store of a value with a gradient keeps its element from every other
-  // iteration; stores of values without one may share it.
-  template <class E>
-  static constexpr eval::write_kind stored_kind = active<E> ? eval::write_kind::exclusive : eval::write_kind::clears;
+  // iteration; stores of values without one may share it where the offload
+  // does not read the field (Policy::resets_share).
+  template <class L, class E>
+  static constexpr eval::write_kind stored_kind =
+      !active<E> && Policy::template resets_share<written_access<L>::type::op_type::param> ? eval::write_kind::clears
+                                                                                          : eval::write_kind::exclusive;
 
   template <class Fr, class L, class E>
   CTG_HOST_DEVICE static void rev(node<op::store, L, E> const& n, Fr& f) {
@@ -995,7 +1001,7 @@ struct reverse {
       if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
         auto* p = written_grad(kid<0>(n), f);
         if (eval::missing(p)) return;
-        claim_written<stored_kind<E>>(kid<0>(n), f);
+        claim_written<stored_kind<L, E>>(kid<0>(n), f);
         using P = std::remove_pointer_t<decltype(p)>;
         P const g = load_element(p);
         *p = zero<P>();
@@ -1007,7 +1013,7 @@ struct reverse {
       if (eval::missing(p)) return;
       using P = std::remove_pointer_t<decltype(p)>;
       if (f.clearing) {
-        claim_written<stored_kind<E>>(kid<0>(n), f);  // the sweep that runs each iteration once
+        claim_written<stored_kind<L, E>>(kid<0>(n), f);  // the sweep that runs each iteration once
         *p = zero<P>();
       } else if constexpr (active<E>) {
         backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(load_element(p)), f);
@@ -1015,7 +1021,7 @@ struct reverse {
     } else if constexpr (A::op_type::has_grad && A::op_type::which == buffer::primal) {
       auto* p = written_grad(kid<0>(n), f);
       if (eval::missing(p)) return;
-      claim_written<stored_kind<E>>(kid<0>(n), f);
+      claim_written<stored_kind<L, E>>(kid<0>(n), f);
       using P = std::remove_pointer_t<decltype(p)>;
       P const g = load_element(p);
       // An update in place, x[i] = x[i] + r (or - r, or more terms): the old
