@@ -96,6 +96,15 @@ CTG_HOST_DEVICE constexpr std::int64_t extents_count(int const* extent) {
   for (int a = 0; a < Rank; ++a) n *= extent[a];
   return n;
 }
+// The row-major number of an element among the extents' (64-bit, so that
+// fields beyond 2^31 elements work).
+template <class... I>
+CTG_HOST_DEVICE constexpr std::int64_t row_major_number(int const* extent, I... idx) {
+  std::int64_t off = 0;
+  int axis = 0;
+  ((off = off * extent[axis++] + std::int64_t(idx)), ...);
+  return off;
+}
 }  // namespace detail
 
 // What a kernel sees of a field: raw pointers and extents, trivially copyable
@@ -112,14 +121,11 @@ struct field_view {
   T* dual;
   int extent[Rank > 0 ? Rank : 1];
 
-  // Row-major linear offset; 64-bit so that fields beyond 2^31 elements work.
+  // Row-major linear offset.
   template <class... I>
   CTG_HOST_DEVICE constexpr std::int64_t offset(I... idx) const {
     static_assert(sizeof...(I) == Rank);
-    std::int64_t off = 0;
-    int axis = 0;
-    ((off = off * extent[axis++] + std::int64_t(idx)), ...);
-    return off;
+    return detail::row_major_number(extent, idx...);
   }
   template <class... I>
   CTG_HOST_DEVICE constexpr bool in_bounds(I... idx) const {

@@ -587,20 +587,18 @@ struct writes_of<I, node<Op, K...>> {
   using type = detail::concat_all_t<typename writes_of<I, K>::type...>;
   static constexpr bool stores = (writes_of<I, K>::stores || ...);
 };
+// One write, into `lhs` (a store when Store).
+template <int I, class L, bool Store>
+struct write_of {
+  using A = typename written_access<L>::type;
+  static constexpr bool mine = A::op_type::param == I && A::op_type::which == buffer::primal;
+  using type = std::conditional_t<mine, detail::type_list<A>, detail::type_list<>>;
+  static constexpr bool stores = Store && mine;
+};
 template <int I, class L, class E>
-struct writes_of<I, node<op::store, L, E>> {
-  using A = typename written_access<L>::type;
-  static constexpr bool mine = A::op_type::param == I && A::op_type::which == buffer::primal;
-  using type = std::conditional_t<mine, detail::type_list<A>, detail::type_list<>>;
-  static constexpr bool stores = mine;
-};
+struct writes_of<I, node<op::store, L, E>> : write_of<I, L, true> {};
 template <int I, atomic_kind K, class L, class E>
-struct writes_of<I, node<op::atomic<K>, L, E>> {
-  using A = typename written_access<L>::type;
-  static constexpr bool mine = A::op_type::param == I && A::op_type::which == buffer::primal;
-  using type = std::conditional_t<mine, detail::type_list<A>, detail::type_list<>>;
-  static constexpr bool stores = false;
-};
+struct writes_of<I, node<op::atomic<K>, L, E>> : write_of<I, L, false> {};
 
 // Whether an expression holds a number known only from the node's value
 // (a literal, a scalar argument), not from its type.

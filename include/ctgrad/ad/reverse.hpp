@@ -952,16 +952,13 @@ struct reverse {
         acc = &lhs;
       else
         acc = &kid<0>(lhs);
-      auto const& view = detail::get<param>(*f.args);
+      int const* extent = detail::get<param>(*f.args).extent;
       long long index[rank > 0 ? rank : 1] = {};
-      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      std::int64_t const element = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
         ((index[Is] = (long long)forward::eval(detail::get<Is>(acc->kids), f)), ...);
+        return detail::row_major_number(extent, index[Is]...);
       }(std::make_index_sequence<std::size_t(rank)>{});
-      std::int64_t element = 0, elements = 1;
-      for (int a = 0; a < rank; ++a) {
-        element = element * view.extent[a] + index[a];
-        elements *= view.extent[a];
-      }
+      std::int64_t const elements = detail::extents_count<rank>(extent);
       // One coefficient (v[i][k], or m[i](r, c) as its place r + c * rows in
       // the storage), or all of the element's.
       int first = 0, last = scalars;

@@ -24,13 +24,13 @@ inline constexpr int max_claimed_params = 64;
 // One launch's claims: per field parameter, a word per scalar of the field
 // (each coefficient of each element), zero until an iteration's mark is set.
 struct store_claims {
-  std::atomic<std::uint64_t*> marks[max_claimed_params] = {};
+  std::uint64_t* marks[max_claimed_params] = {};
 
   store_claims() = default;
   store_claims(store_claims const&) = delete;
   store_claims& operator=(store_claims const&) = delete;
   ~store_claims() {
-    for (auto& m : marks) delete[] m.load(std::memory_order_relaxed);
+    for (std::uint64_t* m : marks) delete[] m;
   }
 };
 
@@ -74,6 +74,18 @@ enum class write_kind : std::uint64_t { adds = 1, clears = 2, exclusive = 3 };
 inline constexpr int kind_shift = 62;
 inline constexpr std::uint64_t several_iterations = (std::uint64_t(1) << kind_shift) - 1;
 
+// What `slot` points to, made by `make` when it is null. Threads that find
+// it null at once each make one, and all but the first delete theirs.
+template <class T, class Make, class Drop>
+T* made_once(std::atomic_ref<T*> slot, Make make, Drop drop) {
+  T* held = slot.load(std::memory_order_acquire);
+  if (held != nullptr) return held;
+  T* made = make();
+  if (slot.compare_exchange_strong(held, made, std::memory_order_acq_rel)) return made;
+  drop(made);
+  return held;
+}
+
 // Claims scalar `at` of the `count` of parameter `param` for the iteration
 // marked `who`: false when the element was written by another iteration in
 // a way that conflicts (two kinds, or an exclusive one). The first claim of
@@ -81,24 +93,11 @@ inline constexpr std::uint64_t several_iterations = (std::uint64_t(1) << kind_sh
 inline bool claim_scalar(launch_status& s, int param, std::int64_t count, std::int64_t at, std::uint64_t who,
                          write_kind kind) {
   if (param < 0 || param >= max_claimed_params || at < 0 || at >= count) return true;
-  std::atomic_ref<store_claims*> table_ref(s.claims);
-  store_claims* table = table_ref.load(std::memory_order_acquire);
-  if (table == nullptr) {
-    auto* made = new store_claims;
-    if (table_ref.compare_exchange_strong(table, made, std::memory_order_acq_rel))
-      table = made;
-    else
-      delete made;
-  }
-  std::atomic<std::uint64_t*>& slot = table->marks[param];
-  std::uint64_t* marks = slot.load(std::memory_order_acquire);
-  if (marks == nullptr) {
-    auto* made = new std::uint64_t[std::size_t(count)]();
-    if (slot.compare_exchange_strong(marks, made, std::memory_order_acq_rel))
-      marks = made;
-    else
-      delete[] made;
-  }
+  store_claims* const table = made_once(
+      std::atomic_ref<store_claims*>(s.claims), [] { return new store_claims; }, [](store_claims* t) { delete t; });
+  std::uint64_t* const marks = made_once(
+      std::atomic_ref<std::uint64_t*>(table->marks[param]), [&] { return new std::uint64_t[std::size_t(count)](); },
+      [](std::uint64_t* m) { delete[] m; });
   auto const word_of = [](write_kind k, std::uint64_t w) { return std::uint64_t(k) << kind_shift | w; };
   std::atomic_ref<std::uint64_t> word(marks[at]);
   std::uint64_t seen = word.load(std::memory_order_relaxed);
