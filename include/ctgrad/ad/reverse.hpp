@@ -340,49 +340,93 @@ struct reverse {
     auto const kid_record = record<need>(CTG_IMPL_ELEMENT(I, n.kids), f);                                             \
     new (CTG_IMPL_KID_STORAGE(I, t)) CTG_IMPL_KID_TYPE(I, t)(kid_record);                                             \
   }
-  template <bool Need, class Fr, class Fn, class... K>
-  CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f) {
-    using N = node<op::math<Fn>, K...>;
-    static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");
-    using V = std::conditional_t<Need, value_t<N>, absent<value_t<N>>>;
-    using kids = detail::tuple<K...>;
-    using K0 = detail::tuple_element_t<0, kids>;
-    constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K>...>();
-    if constexpr (!Need && !active<N>) {
-      return nothing_recorded<value_t<N>>{};
-    } else if constexpr (sizeof...(K) == 1) {
-      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
-      math_recorded<Fn, V, record_slot<K0, T0>> t;
-      CTG_IMPL_RECORD_KID(0, need0)
-      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value);
-      return t;
-    } else if constexpr (sizeof...(K) == 2) {
-      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
-      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
-      using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f));
-      using K1 = detail::tuple_element_t<1, kids>;
-      math_recorded<Fn, V, record_slot<K0, T0>, record_slot<K1, T1>> t;
-      CTG_IMPL_RECORD_KID(0, need0)
-      CTG_IMPL_RECORD_KID(1, need1)
-      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value);
-      return t;
-    } else {
-      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
-      constexpr bool need2 = Need || operand_value_needed<Fn, 2, active<N>, active<K>...>();
-      using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, n.kids), f));
-      using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, n.kids), f));
-      using T2 = decltype(record<need2>(CTG_IMPL_ELEMENT(2, n.kids), f));
-      using K1 = detail::tuple_element_t<1, kids>;
-      using K2 = detail::tuple_element_t<2, kids>;
-      math_recorded<Fn, V, record_slot<K0, T0>, record_slot<K1, T1>, record_slot<K2, T2>> t;
-      CTG_IMPL_RECORD_KID(0, need0)
-      CTG_IMPL_RECORD_KID(1, need1)
-      CTG_IMPL_RECORD_KID(2, need2)
-      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value,
-                                  CTG_IMPL_KID_RECORD(2, t).value);
-      return t;
-    }
+  // A math node's record has its type named (record_type, below) rather
+  // than deduced: clang 14 builds a named local returned from a function
+  // whose return type is deduced beside the caller's object and copies it
+  // over, and a record's copy copies its whole subtree's (clang then spends
+  // the optimiser on the copies or, where a call is not inlined, runs them).
+  // It is declared twice (ir::evaluated_apart_v): not inlined every few
+  // levels of a tall tree, inlined elsewhere.
+  template <bool Need, class Fr, class N>
+  struct record_type;
+  // Node K's record type, as record() returns it.
+  template <bool Need, class Fr, class K>
+  using record_type_t = typename std::conditional_t<!Need && !active<K>,
+                                                    std::type_identity<nothing_recorded<value_t<K>>>,
+                                                    record_type<Need, Fr, K>>::type;
+  // Whether operand I of the math node Fn(K...) keeps its value in its record.
+  template <bool Need, std::size_t I, class Fn, class... K>
+  static constexpr bool operand_kept() {
+    return Need || operand_value_needed<Fn, I, active<node<op::math<Fn>, K...>>, active<K>...>();
   }
+  // The value a math node's record holds (math_value).
+  template <bool Need, class Fn, class... K>
+  using math_value_t =
+      std::conditional_t<Need, value_t<node<op::math<Fn>, K...>>, absent<value_t<node<op::math<Fn>, K...>>>>;
+#define CTG_IMPL_RECORD_MATH(APART, ATTRIBUTE)                                                                    \
+  template <bool Need, class Fr, class Fn, class... K>                                                            \
+    requires((Need || active<node<op::math<Fn>, K...>>) &&                                                        \
+             ir::evaluated_apart_v<node<op::math<Fn>, K...>> == APART)                                            \
+  ATTRIBUTE CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f)                          \
+      ->typename record_type<Need, Fr, node<op::math<Fn>, K...>>::type {                                          \
+    using N = node<op::math<Fn>, K...>;                                                                           \
+    static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");              \
+    using V = math_value_t<Need, Fn, K...>;                                                                       \
+    typename record_type<Need, Fr, N>::type t;                                                                    \
+    CTG_IMPL_RECORD_KID(0, (operand_kept<Need, 0, Fn, K...>()))                                                   \
+    if constexpr (sizeof...(K) == 1) {                                                                            \
+      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value);                                               \
+    } else if constexpr (sizeof...(K) == 2) {                                                                     \
+      CTG_IMPL_RECORD_KID(1, (operand_kept<Need, 1, Fn, K...>()))                                                 \
+      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value);              \
+    } else {                                                                                                      \
+      CTG_IMPL_RECORD_KID(1, (operand_kept<Need, 1, Fn, K...>()))                                                 \
+      CTG_IMPL_RECORD_KID(2, (operand_kept<Need, 2, Fn, K...>()))                                                 \
+      t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value,               \
+                                  CTG_IMPL_KID_RECORD(2, t).value);                                               \
+    }                                                                                                             \
+    return t;                                                                                                     \
+  }
+  CTG_IMPL_INLINE_AND_APART(CTG_IMPL_RECORD_MATH)
+#undef CTG_IMPL_RECORD_MATH
+  // One without a gradient whose value nobody needs records nothing (in a
+  // function of its own: g++ 12 copies a named record out of a function
+  // that can also return another value).
+  template <bool Need, class Fr, class Fn, class... K>
+    requires(!Need && !active<node<op::math<Fn>, K...>>)
+  CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const&, Fr&) {
+    return nothing_recorded<value_t<node<op::math<Fn>, K...>>>{};
+  }
+
+  // A node's record type: record()'s, deduced, for other nodes; for a math
+  // node (recorded: Need, or active) one class per node, so that the
+  // instantiations nest one per level of the expression. Each operand's type
+  // is completed in its own class (kid_slot_t): completed first inside its
+  // parent's, a chain's records would nest as deep again through their tuples.
+  template <bool Need, class Fr, class N>
+  struct record_type {
+    using type = decltype(record<Need>(std::declval<N const&>(), std::declval<Fr&>()));
+  };
+  template <bool Need, class Fr, class K>
+  using kid_slot_t =
+      std::enable_if_t<(sizeof(record_type_t<Need, Fr, K>) > 0), record_slot<K, record_type_t<Need, Fr, K>>>;
+  template <bool Need, class Fr, class Fn, class K0>
+  struct record_type<Need, Fr, node<op::math<Fn>, K0>> {
+    using type = math_recorded<Fn, math_value_t<Need, Fn, K0>, kid_slot_t<operand_kept<Need, 0, Fn, K0>(), Fr, K0>>;
+  };
+  template <bool Need, class Fr, class Fn, class K0, class K1>
+  struct record_type<Need, Fr, node<op::math<Fn>, K0, K1>> {
+    using type = math_recorded<Fn, math_value_t<Need, Fn, K0, K1>,
+                               kid_slot_t<operand_kept<Need, 0, Fn, K0, K1>(), Fr, K0>,
+                               kid_slot_t<operand_kept<Need, 1, Fn, K0, K1>(), Fr, K1>>;
+  };
+  template <bool Need, class Fr, class Fn, class K0, class K1, class K2>
+  struct record_type<Need, Fr, node<op::math<Fn>, K0, K1, K2>> {
+    using type = math_recorded<Fn, math_value_t<Need, Fn, K0, K1, K2>,
+                               kid_slot_t<operand_kept<Need, 0, Fn, K0, K1, K2>(), Fr, K0>,
+                               kid_slot_t<operand_kept<Need, 1, Fn, K0, K1, K2>(), Fr, K1>,
+                               kid_slot_t<operand_kept<Need, 2, Fn, K0, K1, K2>(), Fr, K2>>;
+  };
 
   template <bool Need, class Fr, class N, class F, class... K>
   CTG_HOST_DEVICE static auto record_node(node<op::custom<N, F>, K...> const& n, Fr& f) {
@@ -556,44 +600,49 @@ struct reverse {
   }
 
   // One template level per expression level (operands of up to three
-  // propagated here).
-  template <bool Need, class Fr, class Fn, class... K, class G>
-  CTG_HOST_DEVICE static void backprop(node<op::math<Fn>, K...> const& n,
-                                       record_t<Need, Fr, node<op::math<Fn>, K...>> const& t, G const& g, Fr& f) {
-    static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");
-    using kids = detail::tuple<K...>;
-    using K0 = detail::tuple_element_t<0, kids>;
-    if constexpr (!active<node<op::math<Fn>, K...>>) {
-      return;
-    } else if constexpr (sizeof...(K) == 1) {
-      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
-      backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
-                                          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value), f);
-    } else if constexpr (sizeof...(K) == 2) {
-      using K1 = detail::tuple_element_t<1, kids>;
-      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
-      auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
-      backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,
-                                          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value), f);
-      backprop<needs<decltype(t1.value)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,
-                                          operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value), f);
-    } else {
-      using K1 = detail::tuple_element_t<1, kids>;
-      using K2 = detail::tuple_element_t<2, kids>;
-      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);
-      auto const& t1 = CTG_IMPL_KID_RECORD(1, t);
-      auto const& t2 = CTG_IMPL_KID_RECORD(2, t);
-      backprop<needs<decltype(t0.value)>>(
-          CTG_IMPL_ELEMENT(0, n.kids), t0,
-          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value, t2.value), f);
-      backprop<needs<decltype(t1.value)>>(
-          CTG_IMPL_ELEMENT(1, n.kids), t1,
-          operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value, t2.value), f);
-      backprop<needs<decltype(t2.value)>>(
-          CTG_IMPL_ELEMENT(2, n.kids), t2,
-          operand_adjoint<2, Fn, active<K2>, value_t<K2>>(g, t0.value, t1.value, t2.value), f);
-    }
+  // propagated here). Declared twice (ir::evaluated_apart_v): not inlined
+  // every few levels of a tall tree, inlined elsewhere.
+#define CTG_IMPL_BACKPROP_MATH(APART, ATTRIBUTE)                                                                      \
+  template <bool Need, class Fr, class Fn, class... K, class G>                                                       \
+    requires(ir::evaluated_apart_v<node<op::math<Fn>, K...>> == APART)                                                \
+  ATTRIBUTE CTG_HOST_DEVICE static void backprop(node<op::math<Fn>, K...> const& n,                                   \
+                                       record_t<Need, Fr, node<op::math<Fn>, K...>> const& t, G const& g, Fr& f) {    \
+    static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");                   \
+    using kids = detail::tuple<K...>;                                                                                 \
+    using K0 = detail::tuple_element_t<0, kids>;                                                                      \
+    if constexpr (!active<node<op::math<Fn>, K...>>) {                                                                \
+      return;                                                                                                         \
+    } else if constexpr (sizeof...(K) == 1) {                                                                         \
+      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);                                                                     \
+      backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,                                            \
+                                          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value), f);           \
+    } else if constexpr (sizeof...(K) == 2) {                                                                         \
+      using K1 = detail::tuple_element_t<1, kids>;                                                                    \
+      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);                                                                     \
+      auto const& t1 = CTG_IMPL_KID_RECORD(1, t);                                                                     \
+      backprop<needs<decltype(t0.value)>>(CTG_IMPL_ELEMENT(0, n.kids), t0,                                            \
+                                          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value), f); \
+      backprop<needs<decltype(t1.value)>>(CTG_IMPL_ELEMENT(1, n.kids), t1,                                            \
+                                          operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value), f); \
+    } else {                                                                                                          \
+      using K1 = detail::tuple_element_t<1, kids>;                                                                    \
+      using K2 = detail::tuple_element_t<2, kids>;                                                                    \
+      auto const& t0 = CTG_IMPL_KID_RECORD(0, t);                                                                     \
+      auto const& t1 = CTG_IMPL_KID_RECORD(1, t);                                                                     \
+      auto const& t2 = CTG_IMPL_KID_RECORD(2, t);                                                                     \
+      backprop<needs<decltype(t0.value)>>(                                                                            \
+          CTG_IMPL_ELEMENT(0, n.kids), t0,                                                                            \
+          operand_adjoint<0, Fn, active<K0>, value_t<K0>>(g, t0.value, t1.value, t2.value), f);                       \
+      backprop<needs<decltype(t1.value)>>(                                                                            \
+          CTG_IMPL_ELEMENT(1, n.kids), t1,                                                                            \
+          operand_adjoint<1, Fn, active<K1>, value_t<K1>>(g, t0.value, t1.value, t2.value), f);                       \
+      backprop<needs<decltype(t2.value)>>(                                                                            \
+          CTG_IMPL_ELEMENT(2, n.kids), t2,                                                                            \
+          operand_adjoint<2, Fn, active<K2>, value_t<K2>>(g, t0.value, t1.value, t2.value), f);                       \
+    }                                                                                                                 \
   }
+  CTG_IMPL_INLINE_AND_APART(CTG_IMPL_BACKPROP_MATH)
+#undef CTG_IMPL_BACKPROP_MATH
 
   template <bool Need, class Fr, class N, class F, class... K, class G>
   CTG_HOST_DEVICE static void backprop_node(node<op::custom<N, F>, K...> const& n,

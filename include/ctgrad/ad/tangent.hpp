@@ -61,26 +61,31 @@ struct tangent {
   }
   // Operands of up to three evaluated here, not in a lambda: one template
   // level per expression level (the compilers' instantiation depth limits
-  // how deep an expression can be).
-  template <class Fr, class Fn, class... K>
-  CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
-    if constexpr (sizeof...(K) == 1) {
-      return apply_math<Fn>(detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f)), std::make_index_sequence<1>{});
-    } else if constexpr (sizeof...(K) == 2) {
-      return apply_math<Fn>(
-          detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f)),
-          std::make_index_sequence<2>{});
-    } else if constexpr (sizeof...(K) == 3) {
-      return apply_math<Fn>(
-          detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f),
-                             eval(CTG_IMPL_ELEMENT(2, n.kids), f)),
-          std::make_index_sequence<3>{});
-    } else {
-      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        return apply_math<Fn>(detail::make_tuple(eval(detail::get<Is>(n.kids), f)...), std::index_sequence<Is...>{});
-      }(std::index_sequence_for<K...>{});
-    }
+  // how deep an expression can be). Declared twice (ir::evaluated_apart_v):
+  // not inlined every few levels of a tall tree, inlined elsewhere.
+#define CTG_IMPL_TANGENT_MATH(APART, ATTRIBUTE)                                                                       \
+  template <class Fr, class Fn, class... K>                                                                           \
+    requires(ir::evaluated_apart_v<node<op::math<Fn>, K...>> == APART)                                                \
+  ATTRIBUTE CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {                              \
+    if constexpr (sizeof...(K) == 1) {                                                                                \
+      return apply_math<Fn>(detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f)), std::make_index_sequence<1>{}); \
+    } else if constexpr (sizeof...(K) == 2) {                                                                         \
+      return apply_math<Fn>(                                                                                          \
+          detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f)),             \
+          std::make_index_sequence<2>{});                                                                             \
+    } else if constexpr (sizeof...(K) == 3) {                                                                         \
+      return apply_math<Fn>(                                                                                          \
+          detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f),              \
+                             eval(CTG_IMPL_ELEMENT(2, n.kids), f)),                                                   \
+          std::make_index_sequence<3>{});                                                                             \
+    } else {                                                                                                          \
+      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {                                                     \
+        return apply_math<Fn>(detail::make_tuple(eval(detail::get<Is>(n.kids), f)...), std::index_sequence<Is...>{}); \
+      }(std::index_sequence_for<K...>{});                                                                             \
+    }                                                                                                                 \
   }
+  CTG_IMPL_INLINE_AND_APART(CTG_IMPL_TANGENT_MATH)
+#undef CTG_IMPL_TANGENT_MATH
   // The value and tangent of Fn from its operands' values and tangents.
   template <class Fn, class Kids, std::size_t... Is>
   CTG_HOST_DEVICE static auto apply_math(Kids const& kids, std::index_sequence<Is...>) {

@@ -107,21 +107,27 @@ struct forward {
   // Operands of up to three evaluated here, not in a lambda: one template
   // level per expression level, so that deep expressions stay within the
   // compilers' default instantiation depth.
-  template <class Fr, class Fn, class... K>
-  CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {
-    if constexpr (sizeof...(K) == 1) {
-      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f));
-    } else if constexpr (sizeof...(K) == 2) {
-      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f));
-    } else if constexpr (sizeof...(K) == 3) {
-      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f),
-                       eval(CTG_IMPL_ELEMENT(2, n.kids), f));
-    } else {
-      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        return Fn::apply(eval(detail::get<Is>(n.kids), f)...);
-      }(std::index_sequence_for<K...>{});
-    }
+  // Declared twice (ir::evaluated_apart_v): not inlined every few levels
+  // of a tall tree, inlined elsewhere.
+#define CTG_IMPL_EVAL_MATH(APART, ATTRIBUTE)                                                          \
+  template <class Fr, class Fn, class... K>                                                         \
+    requires(ir::evaluated_apart_v<node<op::math<Fn>, K...>> == APART)                              \
+  ATTRIBUTE CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {            \
+    if constexpr (sizeof...(K) == 1) {                                                              \
+      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f));                                       \
+    } else if constexpr (sizeof...(K) == 2) {                                                       \
+      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f)); \
+    } else if constexpr (sizeof...(K) == 3) {                                                       \
+      return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f),  \
+                       eval(CTG_IMPL_ELEMENT(2, n.kids), f));                                       \
+    } else {                                                                                        \
+      return [&]<std::size_t... Is>(std::index_sequence<Is...>) {                                   \
+        return Fn::apply(eval(detail::get<Is>(n.kids), f)...);                                      \
+      }(std::index_sequence_for<K...>{});                                                           \
+    }                                                                                               \
   }
+  CTG_IMPL_INLINE_AND_APART(CTG_IMPL_EVAL_MATH)
+#undef CTG_IMPL_EVAL_MATH
   template <class Fr, class N, class F, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::custom<N, F>, K...> const& n, Fr& f) {
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {

@@ -177,6 +177,26 @@ inline constexpr bool node_as_is_v = is_node_v<T> && !is_weak_v<T>;
 // literals' values (docs/05, *Trees built out of line*).
 inline constexpr int out_of_line_height = 32;
 
+// ---- trees evaluated out of line ------------------------------------------
+// The evaluators (the forward value, the adjoint's record and its
+// propagation) are one function per node, each calling its operands'.
+// Inlined bottom up, each is simplified with its whole subtree inside it,
+// so a tall expression costs the optimiser the square of its height (clang:
+// the mean time per record function rose from 0.9 ms at the lowest tenth of
+// a 200-operation chain to 54 ms at the highest). In a tree at least
+// out_of_line_height tall, every evaluated_apart_every-th level is
+// therefore called out of line: no function then holds more than that many
+// levels. Shorter trees stay inline (docs/05, *Evaluators out of line*).
+inline constexpr int evaluated_apart_every = 8;
+template <class N>
+inline constexpr bool evaluated_apart_v = height_v<N> >= out_of_line_height && height_v<N> % evaluated_apart_every == 0;
+// An evaluator's function for math nodes is written once, as a macro
+// DECLARE(APART, ATTRIBUTE) that constrains it on evaluated_apart_v == APART
+// and adds ATTRIBUTE, and declared in both forms by this one. Two functions
+// of one body, rather than one calling the other where it is apart, keep the
+// instantiations one per level of the tree.
+#define CTG_IMPL_INLINE_AND_APART(DECLARE) DECLARE(false, ) DECLARE(true, CTG_NOINLINE)
+
 template <class T>
 inline constexpr int operand_height_v = height_v<T>;
 template <class N>
