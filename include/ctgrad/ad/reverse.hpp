@@ -347,13 +347,10 @@ struct reverse {
   // the optimiser on the copies or, where a call is not inlined, runs them).
   // It is declared twice (ir::evaluated_apart_v): not inlined every few
   // levels of a tall tree, inlined elsewhere.
-  template <bool Need, class Fr, class N>
+  template <bool Need, class Fr, class N, bool Recorded>
   struct record_type;
-  // Node K's record type, as record() returns it.
-  template <bool Need, class Fr, class K>
-  using record_type_t = typename std::conditional_t<!Need && !active<K>,
-                                                    std::type_identity<nothing_recorded<value_t<K>>>,
-                                                    record_type<Need, Fr, K>>::type;
+  template <bool Need, class Fr, class N>
+  using record_type_t = typename record_type<Need, Fr, N, Need || active<N>>::type;
   // Whether operand I of the math node Fn(K...) keeps its value in its record.
   template <bool Need, std::size_t I, class Fn, class... K>
   static constexpr bool operand_kept() {
@@ -368,11 +365,11 @@ struct reverse {
     requires((Need || active<node<op::math<Fn>, K...>>) &&                                                        \
              ir::evaluated_apart_v<node<op::math<Fn>, K...>> == APART)                                            \
   ATTRIBUTE CTG_HOST_DEVICE static auto record(node<op::math<Fn>, K...> const& n, Fr& f)                          \
-      ->typename record_type<Need, Fr, node<op::math<Fn>, K...>>::type {                                          \
+      ->record_type_t<Need, Fr, node<op::math<Fn>, K...>> {                                                       \
     using N = node<op::math<Fn>, K...>;                                                                           \
     static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");              \
     using V = math_value_t<Need, Fn, K...>;                                                                       \
-    typename record_type<Need, Fr, N>::type t;                                                                    \
+    record_type_t<Need, Fr, N> t;                                                                                 \
     CTG_IMPL_RECORD_KID(0, (operand_kept<Need, 0, Fn, K...>()))                                                   \
     if constexpr (sizeof...(K) == 1) {                                                                            \
       t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value);                                               \
@@ -398,34 +395,43 @@ struct reverse {
     return nothing_recorded<value_t<node<op::math<Fn>, K...>>>{};
   }
 
-  // A node's record type: record()'s, deduced, for other nodes; for a math
-  // node (recorded: Need, or active) one class per node, so that the
-  // instantiations nest one per level of the expression. Each operand's type
-  // is completed in its own class (kid_slot_t): completed first inside its
-  // parent's, a chain's records would nest as deep again through their tuples.
-  template <bool Need, class Fr, class N>
+  // A node's record type: record()'s, deduced, for other nodes and for
+  // math nodes that record nothing; for a math node that records, one class
+  // per node that names its operands' record types and completes them, so
+  // that the instantiations nest one per level of the expression (completed
+  // first inside their parent's, a chain's records would nest as deep again
+  // through their tuples).
+  template <bool Need, class Fr, class N, bool Recorded>
   struct record_type {
     using type = decltype(record<Need>(std::declval<N const&>(), std::declval<Fr&>()));
   };
-  template <bool Need, class Fr, class K>
-  using kid_slot_t =
-      std::enable_if_t<(sizeof(record_type_t<Need, Fr, K>) > 0), record_slot<K, record_type_t<Need, Fr, K>>>;
   template <bool Need, class Fr, class Fn, class K0>
-  struct record_type<Need, Fr, node<op::math<Fn>, K0>> {
-    using type = math_recorded<Fn, math_value_t<Need, Fn, K0>, kid_slot_t<operand_kept<Need, 0, Fn, K0>(), Fr, K0>>;
+  struct record_type<Need, Fr, node<op::math<Fn>, K0>, true> {
+    static constexpr bool keep0 = operand_kept<Need, 0, Fn, K0>();
+    using kid0 = typename record_type<keep0, Fr, K0, keep0 || active<K0>>::type;
+    static_assert(sizeof(kid0) > 0);
+    using type = math_recorded<Fn, math_value_t<Need, Fn, K0>, record_slot<K0, kid0>>;
   };
   template <bool Need, class Fr, class Fn, class K0, class K1>
-  struct record_type<Need, Fr, node<op::math<Fn>, K0, K1>> {
-    using type = math_recorded<Fn, math_value_t<Need, Fn, K0, K1>,
-                               kid_slot_t<operand_kept<Need, 0, Fn, K0, K1>(), Fr, K0>,
-                               kid_slot_t<operand_kept<Need, 1, Fn, K0, K1>(), Fr, K1>>;
+  struct record_type<Need, Fr, node<op::math<Fn>, K0, K1>, true> {
+    static constexpr bool keep0 = operand_kept<Need, 0, Fn, K0, K1>();
+    using kid0 = typename record_type<keep0, Fr, K0, keep0 || active<K0>>::type;
+    static constexpr bool keep1 = operand_kept<Need, 1, Fn, K0, K1>();
+    using kid1 = typename record_type<keep1, Fr, K1, keep1 || active<K1>>::type;
+    static_assert(sizeof(kid0) > 0 && sizeof(kid1) > 0);
+    using type = math_recorded<Fn, math_value_t<Need, Fn, K0, K1>, record_slot<K0, kid0>, record_slot<K1, kid1>>;
   };
   template <bool Need, class Fr, class Fn, class K0, class K1, class K2>
-  struct record_type<Need, Fr, node<op::math<Fn>, K0, K1, K2>> {
-    using type = math_recorded<Fn, math_value_t<Need, Fn, K0, K1, K2>,
-                               kid_slot_t<operand_kept<Need, 0, Fn, K0, K1, K2>(), Fr, K0>,
-                               kid_slot_t<operand_kept<Need, 1, Fn, K0, K1, K2>(), Fr, K1>,
-                               kid_slot_t<operand_kept<Need, 2, Fn, K0, K1, K2>(), Fr, K2>>;
+  struct record_type<Need, Fr, node<op::math<Fn>, K0, K1, K2>, true> {
+    static constexpr bool keep0 = operand_kept<Need, 0, Fn, K0, K1, K2>();
+    using kid0 = typename record_type<keep0, Fr, K0, keep0 || active<K0>>::type;
+    static constexpr bool keep1 = operand_kept<Need, 1, Fn, K0, K1, K2>();
+    using kid1 = typename record_type<keep1, Fr, K1, keep1 || active<K1>>::type;
+    static constexpr bool keep2 = operand_kept<Need, 2, Fn, K0, K1, K2>();
+    using kid2 = typename record_type<keep2, Fr, K2, keep2 || active<K2>>::type;
+    static_assert(sizeof(kid0) > 0 && sizeof(kid1) > 0 && sizeof(kid2) > 0);
+    using type = math_recorded<Fn, math_value_t<Need, Fn, K0, K1, K2>, record_slot<K0, kid0>, record_slot<K1, kid1>,
+                               record_slot<K2, kid2>>;
   };
 
   template <bool Need, class Fr, class N, class F, class... K>
