@@ -5,7 +5,9 @@
 // The evaluators are deep recursions over the IR that only pay off when the
 // compiler sees through them. Their functions are plain inline; on the host
 // the function running a chunk of iterations is flattened (CTG_FLATTEN), and
-// nvcc inlines device code on its own.
+// nvcc inlines device code on its own. The exception is a tall expression,
+// whose math nodes are cut into functions of a few levels each
+// (ir::evaluated_apart_v, CTG_NOINLINE).
 #if defined(__CUDACC__)
 #  define CTG_HOST_DEVICE __host__ __device__ inline
 #  define CTG_DEVICE __device__ inline
@@ -67,7 +69,9 @@
 // (the decompositions): compiled once instead of once per use, which
 // CTG_FLATTEN would otherwise do. Likewise on the bookkeeping every launch
 // calls (the write stamps of field.hpp, the forward records): compiled once
-// per program, not inlined into the launch of every kernel.
+// per program, not inlined into the launch of every kernel. And on every
+// few levels of a tall expression's evaluators (ir::evaluated_apart_v), so
+// that the optimiser's work grows with the expression, not its square.
 #if defined(__CUDACC__)
 #  define CTG_NOINLINE __noinline__
 #elif defined(__GNUC__) || defined(__clang__)

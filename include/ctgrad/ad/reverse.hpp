@@ -395,8 +395,8 @@ struct reverse {
     return nothing_recorded<value_t<node<op::math<Fn>, K...>>>{};
   }
 
-  // A node's record type: record()'s, deduced, for other nodes and for
-  // math nodes that record nothing; for a math node that records, one class
+  // A node's record type: record()'s, deduced, for other nodes; for a math
+  // node that records nothing, nothing_recorded; for one that records, one class
   // per node that names its operands' record types and completes them, so
   // that the instantiations nest one per level of the expression (completed
   // first inside their parent's, a chain's records would nest as deep again
@@ -404,6 +404,14 @@ struct reverse {
   template <bool Need, class Fr, class N, bool Recorded>
   struct record_type {
     using type = decltype(record<Need>(std::declval<N const&>(), std::declval<Fr&>()));
+  };
+  template <bool Need, class Fr, class Fn, class... K>
+  struct record_type<Need, Fr, node<op::math<Fn>, K...>, false> {
+    using type = nothing_recorded<value_t<node<op::math<Fn>, K...>>>;
+  };
+  template <bool Need, class Fr, class Fn, class... K>
+  struct record_type<Need, Fr, node<op::math<Fn>, K...>, true> {
+    static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");
   };
   template <bool Need, class Fr, class Fn, class K0>
   struct record_type<Need, Fr, node<op::math<Fn>, K0>, true> {
@@ -607,10 +615,11 @@ struct reverse {
 
   // One template level per expression level (operands of up to three
   // propagated here). Declared twice (ir::evaluated_apart_v): not inlined
-  // every few levels of a tall tree, inlined elsewhere.
+  // every few levels of a tall tree where it propagates anything, inlined
+  // elsewhere.
 #define CTG_IMPL_BACKPROP_MATH(APART, ATTRIBUTE)                                                                      \
   template <bool Need, class Fr, class Fn, class... K, class G>                                                       \
-    requires(ir::evaluated_apart_v<node<op::math<Fn>, K...>> == APART)                                                \
+    requires((ir::evaluated_apart_v<node<op::math<Fn>, K...>> && active<node<op::math<Fn>, K...>>) == APART)        \
   ATTRIBUTE CTG_HOST_DEVICE static void backprop(node<op::math<Fn>, K...> const& n,                                   \
                                        record_t<Need, Fr, node<op::math<Fn>, K...>> const& t, G const& g, Fr& f) {    \
     static_assert(sizeof...(K) >= 1 && sizeof...(K) <= 3, "a math node has one to three operands");                   \

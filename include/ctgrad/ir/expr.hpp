@@ -183,10 +183,12 @@ inline constexpr int out_of_line_height = 32;
 // Inlined bottom up, each is simplified with its whole subtree inside it,
 // so a tall expression costs the optimiser the square of its height (clang:
 // the mean time per record function rose from 0.9 ms at the lowest tenth of
-// a 200-operation chain to 54 ms at the highest). In a tree at least
-// out_of_line_height tall, every evaluated_apart_every-th level is
-// therefore called out of line: no function then holds more than that many
-// levels. Shorter trees stay inline (docs/05, *Evaluators out of line*).
+// a 200-operation chain to 54 ms at the highest). A math node at least
+// out_of_line_height tall whose height is a multiple of
+// evaluated_apart_every is therefore evaluated by a function that is not
+// inlined: above the lowest out_of_line_height levels, a chain of math nodes
+// is cut every evaluated_apart_every levels (other nodes are not cut).
+// Shorter trees stay inline (docs/05, *Evaluators out of line*).
 inline constexpr int evaluated_apart_every = 8;
 template <class N>
 inline constexpr bool evaluated_apart_v = height_v<N> >= out_of_line_height && height_v<N> % evaluated_apart_every == 0;

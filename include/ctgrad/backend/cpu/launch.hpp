@@ -79,8 +79,9 @@ Body const& ir_of(Body const* body) {
 }
 
 // Iterations [b, e) of one offload on the calling thread. Everything below is
-// inlined into this one function (see CTG_FLATTEN). The frame is a local of
-// this function, not a reference from outside, so the compiler can tell that
+// inlined into this one function (see CTG_FLATTEN), but for the cut levels of
+// a tall expression (ir::evaluated_apart_v). The frame is a local of this
+// function, not a reference from outside, so the compiler can tell that
 // stores to fields never modify it and keep its values in registers.
 // `margin`: iterations within it of the chunk's edges accumulate atomically
 // into banded fields (ad::slot_ownership), the others with plain adds.
