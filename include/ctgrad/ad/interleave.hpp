@@ -126,9 +126,8 @@ struct lane_reverse {
   template <bool Need, class Fn, class... K>
     requires(eval::lane_math_v<node<op::math<Fn>, K...>> && (Need || active<node<op::math<Fn>, K...>>))
   static auto record(node<op::math<Fn>, K...> const& n, Fr (&lanes)[W]) {
-    using N = node<op::math<Fn>, K...>;
-    using V = std::conditional_t<Need, value_t<N>, absent<value_t<N>>>;
-    constexpr bool need0 = Need || operand_value_needed<Fn, 0, active<N>, active<K>...>();
+    using V = typename R::template math_value_t<Need, Fn, K...>;
+    constexpr bool need0 = R::template operand_kept<Need, 0, Fn, K...>();
     auto const& kids = n.kids;
     if constexpr (sizeof...(K) == 1) {
       using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes));
@@ -139,7 +138,7 @@ struct lane_reverse {
       }
       return r;
     } else if constexpr (sizeof...(K) == 2) {
-      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
+      constexpr bool need1 = R::template operand_kept<Need, 1, Fn, K...>();
       using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes));
       using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, kids), lanes));
       math_lanes<Fn, V, T0, T1> r{
@@ -151,8 +150,8 @@ struct lane_reverse {
       }
       return r;
     } else {
-      constexpr bool need1 = Need || operand_value_needed<Fn, 1, active<N>, active<K>...>();
-      constexpr bool need2 = Need || operand_value_needed<Fn, 2, active<N>, active<K>...>();
+      constexpr bool need1 = R::template operand_kept<Need, 1, Fn, K...>();
+      constexpr bool need2 = R::template operand_kept<Need, 2, Fn, K...>();
       using T0 = decltype(record<need0>(CTG_IMPL_ELEMENT(0, kids), lanes));
       using T1 = decltype(record<need1>(CTG_IMPL_ELEMENT(1, kids), lanes));
       using T2 = decltype(record<need2>(CTG_IMPL_ELEMENT(2, kids), lanes));

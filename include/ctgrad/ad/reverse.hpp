@@ -1005,12 +1005,7 @@ struct reverse {
                     "first 64 parameters; pass it earlier");
       constexpr int rank = A::op_type::rank;
       using T = typename A::op_type::value_type;
-      constexpr int scalars = [] {
-        if constexpr (is_eigen_fixed_v<T>)
-          return int(T::SizeAtCompileTime);
-        else
-          return 1;
-      }();
+      constexpr int scalars = coefficients_v<T>;
       A const* acc;
       if constexpr (is_access_node<L>::value)
         acc = &lhs;
