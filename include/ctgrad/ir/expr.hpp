@@ -88,7 +88,9 @@ constexpr auto settle_against(N const& n) {
     return n;
   }
 }
-// The first non-weak operand's value type, or void.
+// The first non-weak operand's value type; where every operand is a plain
+// number (ctg::pow(h, 2), h a scalar argument), their common type, as C++
+// would convert them; void for one plain number alone (it keeps its type).
 template <class... K>
 struct anchor_value {
   using type = void;
@@ -96,6 +98,11 @@ struct anchor_value {
 template <class K, class... Rest>
 struct anchor_value<K, Rest...> {
   using type = std::conditional_t<is_weak_v<K>, typename anchor_value<Rest...>::type, value_t<K>>;
+};
+template <class T, class... U>
+  requires(sizeof...(U) > 0)
+struct anchor_value<node<op::weak_literal<T>>, node<op::weak_literal<U>>...> {
+  using type = std::common_type_t<T, U...>;
 };
 
 // Whether a subtree holds something lowering still settles: a weak literal
@@ -240,8 +247,13 @@ CTG_IMPL_INLINE_AND_OUT_OF_LINE(CTG_IMPL_MAKE_MATH)
 #undef CTG_IMPL_MAKE_MATH
 
 // ---- operators -------------------------------------------------------------
+// The operators need an expression on one side (two numbers are C++'s own).
 template <class A, class B>
 concept binary_operands = dsl_operand<A> && dsl_operand<B> && (dsl_expr<A> || dsl_expr<B>);
+// The named functions take plain numbers too, as the unary ones do: a func
+// called with a number, or a scalar kernel argument, is one (ctg::pow(h, 2)).
+template <class A, class B>
+concept function_operands = dsl_operand<A> && dsl_operand<B>;
 
 #define CTG_IMPL_BINARY_OPERATOR_AS(TALL, ATTRIBUTES, OP, FN)                  \
   template <class A, class B>                                                  \
@@ -462,9 +474,9 @@ CTG_IMPL_UNARY_FUNCTION(inverse)
 #undef CTG_IMPL_UNARY_FUNCTION
 #undef CTG_IMPL_UNARY_FUNCTION_AS
 
-#define CTG_IMPL_BINARY_FUNCTION_AS(TALL, ATTRIBUTES, NAME)                \
-  template <class A, class B>                                             \
-    requires(binary_operands<A, B> && builds_out_of_line_v<A, B> == TALL) \
+#define CTG_IMPL_BINARY_FUNCTION_AS(TALL, ATTRIBUTES, NAME)                  \
+  template <class A, class B>                                               \
+    requires(function_operands<A, B> && builds_out_of_line_v<A, B> == TALL) \
   [[nodiscard ATTRIBUTES]] constexpr auto NAME(A const& a, B const& b) {   \
     CTG_IMPL_RETURN_MATH2(fn::NAME, A, B, a, b)                           \
   }
@@ -484,9 +496,7 @@ CTG_IMPL_BINARY_FUNCTION(cmul)
 #undef CTG_IMPL_OUT_OF_LINE_ATTRIBUTE
 #undef CTG_IMPL_INLINE_AND_OUT_OF_LINE
 
-template <class X, class L, class H>
-  requires(dsl_operand<X> && dsl_operand<L> && dsl_operand<H> &&
-           (dsl_expr<X> || dsl_expr<L> || dsl_expr<H>))
+template <dsl_operand X, dsl_operand L, dsl_operand H>
 [[nodiscard]] constexpr auto clamp(X const& x, L const& lo, H const& hi) {
   return make_math<fn::min>(make_math<fn::max>(x, lo), hi);
 }
