@@ -191,6 +191,36 @@ TEST_CASE("value-returning funcs (let ... result), a func calling a func, and st
 }
 
 
+TEST_CASE("a func's value inside a vector whose component is read, and inside an index") {
+  // Before the call is lowered the vector has no value type yet: reading a
+  // component of it (or indexing with the call) must wait for lowering.
+  auto twice = ctg::func<"twice">([](auto a) {
+    return ctg::let(a, [=](auto u) { return ctg::block(u = u * 2.0, ctg::result(u)); });
+  });
+  auto k = ctg::kernel<"components">([=](auto x, auto out) {
+    return ctg::range(x.size(), [=](auto i) {
+      return out[i] = ctg::vec(twice(x[i]), x[i])[0_c] +
+                      (ctg::mat<2, 2>(x[i], 0.0, 0.0, 1.0) * ctg::vec(twice(x[i]), x[i]))[1_c] * x[i] +
+                      x[ctg::cast<int>(twice(x[i])) % 3];
+    });
+  });
+  std::vector<double> const xv{1.5, 0.25, 1.25};
+  ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"}), out({3}, {.name = "out"});
+  x.copy_from(xv);
+  k(x, out);
+  out.grad().fill(1.0);
+  k.grad(x, out);
+  // out_i = 2 x_i + x_i^2 + x[int(2 x_i) % 3]: the slots read are 0, 0 and 2.
+  int const slot[3] = {0, 0, 2};
+  std::vector<double> want_grad(3, 0.0);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(out.at(i) == Approx(2 * xv[i] + xv[i] * xv[i] + xv[slot[i]]).epsilon(1e-14));
+    want_grad[i] += 2 + 2 * xv[i];
+    want_grad[slot[i]] += 1;
+  }
+  for (int i = 0; i < 3; ++i) CHECK(x.grad().at(i) == Approx(want_grad[i]).epsilon(1e-14));
+}
+
 TEST_CASE("math functions of plain numbers: a func called with a number, functions of a scalar argument") {
   // smoothstep(0.25) and smoothstep(h) hand clamp a number; pow(h, 2) and
   // min(h, 0.5) have no expression among their operands at all.

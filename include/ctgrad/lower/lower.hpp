@@ -45,6 +45,16 @@ template <class N>
 inline constexpr bool integer_node_v = std::is_integral_v<value_t<N>>;
 template <class N>
 inline constexpr bool matrix_node_v = is_eigen_fixed_v<value_t<N>>;
+// The same, asked before lowering of a subtree that may still hold a pending
+// construct (a func call, a let-block), whose value type is not known yet:
+// no value type is computed there (ctg::vec(f(x[i]), y) has none before the
+// call is lowered), and the answer is no, so that lowering settles it first.
+template <class N>
+struct integer_node : std::bool_constant<integer_node_v<N>> {};
+template <class N>
+struct matrix_node : std::bool_constant<matrix_node_v<N>> {};
+template <template <class> class Trait, class N>
+inline constexpr bool settled_and_v = std::conditional_t<holds_unsettled<N>::value, std::false_type, Trait<N>>::value;
 template <class... I>
 inline constexpr bool component_arity_v = sizeof...(I) == 1 || sizeof...(I) == 2;
 
@@ -345,10 +355,11 @@ template <atomic_kind A, class L, class E>
 inline constexpr bool settles_as_is_v<op::atomic<A>, L, E> = true;
 // Only where settle()'s checks hold (CTG-EXPR-008, CTG-EXPR-009 above).
 template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
-inline constexpr bool settles_as_is_v<op::access<I, T, R, G, D, B>, Idx...> = (integer_node_v<Idx> && ...);
+inline constexpr bool settles_as_is_v<op::access<I, T, R, G, D, B>, Idx...> =
+    (settled_and_v<integer_node, Idx> && ...);
 template <class V, class... I>
 inline constexpr bool settles_as_is_v<op::component, V, I...> =
-    component_arity_v<I...> && (integer_node_v<I> && ...) && matrix_node_v<V>;
+    component_arity_v<I...> && (settled_and_v<integer_node, I> && ...) && settled_and_v<matrix_node, V>;
 
 template <class N>
 struct lowers_as_is : std::bool_constant<!holds_unsettled<N>::value> {};  // plain values pass through; pending ones lower
