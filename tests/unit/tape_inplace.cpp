@@ -228,6 +228,64 @@ TEST_CASE("a kernel that reads a field after overwriting it stays rejected, also
   static_assert(!decltype(both)::diagnose<vec_t, vec_t>().for_tape().ok());
 }
 
+TEST_CASE("a write in one arm of a branch does not come before a read in the other, on a tape") {
+  // A wall: velocities of particles past it are reset, the others damped by
+  // their own value. The reset arm writes v, the other reads it: in one
+  // iteration only one arm runs, so every read sees v as the launch began
+  // (the tape keeps it); so does the condition, which reads v itself.
+  constexpr auto wall = ctg::kernel<"wall">([](auto x, auto v) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::if_(x[i] > 0.0, v[i] = -0.5 * x[i], v[i] -= 0.25 * v[i] * v[i]);
+    });
+  });
+  constexpr auto clip = ctg::kernel<"clip">([](auto x, auto v) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::if_(v[i] > 1.0, v[i] = x[i] + 1.0, v[i] = v[i] * ctg::cos(x[i]));
+    });
+  });
+  static_assert(decltype(wall)::diagnose<vec_t, vec_t>().for_tape().ok());
+  static_assert(decltype(clip)::diagnose<vec_t, vec_t>().for_tape().ok());
+  // Read after the write in program order outside a branch: still rejected.
+  constexpr auto after = ctg::kernel<"after">([](auto x, auto v) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::block(ctg::if_(x[i] > 0.0, v[i] = -0.5 * x[i]), v[i] = v[i] * x[i]);
+    });
+  });
+  static_assert(!decltype(after)::diagnose<vec_t, vec_t>().for_tape().ok());
+
+  std::vector<double> const xs = {-0.8, 0.3, -0.2, 0.9, -1.1}, vs = {0.6, -0.4, 1.7, 0.2, 2.4};
+  vec_t x({5}, {.name = "x"}), v({5}, {.name = "v"});
+  scal_t loss({.name = "loss"});
+  x.copy_from(xs);
+  v.copy_from(vs);
+  int const steps = 3;
+  {
+    ctg::tape tape(loss);
+    for (int s = 0; s < steps; ++s) wall(x, v), clip(x, v);
+    sum_sq(v, loss);
+    tape.backward();
+  }
+  auto const plain = [&](std::vector<double> const& p) {  // p = (x, v)
+    std::vector<double> xq(p.begin(), p.begin() + 5), vq(p.begin() + 5, p.end());
+    for (int s = 0; s < steps; ++s)
+      for (int i = 0; i < 5; ++i) {
+        vq[i] = xq[i] > 0.0 ? -0.5 * xq[i] : vq[i] - 0.25 * vq[i] * vq[i];
+        vq[i] = vq[i] > 1.0 ? xq[i] + 1.0 : vq[i] * std::cos(xq[i]);
+      }
+    double l = 0;
+    for (double e : vq) l += e * e * e;
+    return l;
+  };
+  std::vector<double> p = xs;
+  p.insert(p.end(), vs.begin(), vs.end());
+  auto const g = ad_test::fd_gradient(plain, p);
+  for (int i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    CHECK(x.grad().at(i) == Approx(g[i]).epsilon(1e-7));
+    CHECK(v.grad().at(i) == Approx(g[5 + i]).epsilon(1e-7));
+  }
+}
+
 namespace {
 
 // ---- a grid cleared and reused every step (the MPM pattern) ----------------------------------------

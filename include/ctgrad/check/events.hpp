@@ -248,6 +248,39 @@ struct event_walk {
   };
 };
 
+// Whether two accesses of one body sit in different arms of one if_ (or
+// select): the node where their paths part is a branch, and they leave it
+// through its two arms, not its condition. One run of the branch runs one
+// arm, so within one iteration of every loop around the branch (all the
+// loops the two have in common sit above it) neither follows the other.
+template <class Op>
+inline constexpr bool is_branch_op_v = std::is_same_v<Op, op::select>;
+template <int Site>
+inline constexpr bool is_branch_op_v<op::if_<Site>> = true;
+template <class Body, class P, class Q>
+struct exclusive_arms : std::false_type {};
+template <class Body, std::size_t... P, std::size_t... Q>
+struct exclusive_arms<Body, std::index_sequence<P...>, std::index_sequence<Q...>> {
+  static constexpr std::size_t p[] = {P..., 0}, q[] = {Q..., 0};
+  static constexpr std::size_t parting = [] {
+    std::size_t k = 0;
+    while (k < sizeof...(P) && k < sizeof...(Q) && p[k] == q[k]) ++k;
+    return k;
+  }();
+  template <std::size_t... Is>
+  static constexpr bool parts_at_branch(std::index_sequence<Is...>) {
+    return is_branch_op_v<typename node_at_t<Body, std::index_sequence<p[Is]...>>::op_type>;
+  }
+  static constexpr bool value = [] {
+    if constexpr (parting < sizeof...(P) && parting < sizeof...(Q))
+      return p[parting] != 0 && q[parting] != 0 && parts_at_branch(std::make_index_sequence<parting>{});
+    else
+      return false;
+  }();
+};
+template <class Body, class P, class Q>
+inline constexpr bool exclusive_arms_v = exclusive_arms<Body, P, Q>::value;
+
 template <class Analysis, class Body>
 using events_t =
     typename event_walk<Analysis>::template stmt<Body, std::index_sequence<>, std::integer_sequence<int>,

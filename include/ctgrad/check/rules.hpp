@@ -744,8 +744,9 @@ struct kernel_checks {
         if (entry_level(e) == while_level || entry_level(e) >= max_levels) return;
         for (int a = 0; a < entry_axes(e) && a < max_axes; ++a) c.r[entry_level(e)][a] = relation::same;
       };
-      // In the same iteration of every common loop, in program order.
-      if constexpr (Later ? J > I : J < I) {
+      // In the same iteration of every common loop, in program order (never
+      // for two arms of one branch: one of them runs).
+      if constexpr ((Later ? J > I : J < I) && !exclusive_arms_v<bodyA, typename LI::path, typename SJ::path>) {
         relations c = base;
         int eq = equal;
         for (int k = 0; k < common; ++k) {
