@@ -257,26 +257,33 @@ template <class Op>
 inline constexpr bool is_branch_op_v = std::is_same_v<Op, op::select>;
 template <int Site>
 inline constexpr bool is_branch_op_v<op::if_<Site>> = true;
+// Kid index I of a path (0 past its end).
+template <std::size_t... P>
+constexpr std::size_t path_at(std::size_t i) {
+  constexpr std::size_t p[] = {P..., 0};
+  return i < sizeof...(P) ? p[i] : 0;
+}
+// The length of the common prefix of two paths.
+template <std::size_t... P, std::size_t... Q>
+constexpr std::size_t parting(std::index_sequence<P...>, std::index_sequence<Q...>) {
+  std::size_t k = 0;
+  while (k < sizeof...(P) && k < sizeof...(Q) && path_at<P...>(k) == path_at<Q...>(k)) ++k;
+  return k;
+}
+template <class Body, class P, class Prefix>
+struct parts_at_branch;
+template <class Body, std::size_t... P, std::size_t... Is>
+struct parts_at_branch<Body, std::index_sequence<P...>, std::index_sequence<Is...>>
+    : std::bool_constant<is_branch_op_v<typename node_at_t<Body, std::index_sequence<path_at<P...>(Is)...>>::op_type>> {};
 template <class Body, class P, class Q>
 struct exclusive_arms : std::false_type {};
 template <class Body, std::size_t... P, std::size_t... Q>
+  requires(parting(std::index_sequence<P...>{}, std::index_sequence<Q...>{}) < sizeof...(P) &&
+           parting(std::index_sequence<P...>{}, std::index_sequence<Q...>{}) < sizeof...(Q))
 struct exclusive_arms<Body, std::index_sequence<P...>, std::index_sequence<Q...>> {
-  static constexpr std::size_t p[] = {P..., 0}, q[] = {Q..., 0};
-  static constexpr std::size_t parting = [] {
-    std::size_t k = 0;
-    while (k < sizeof...(P) && k < sizeof...(Q) && p[k] == q[k]) ++k;
-    return k;
-  }();
-  template <std::size_t... Is>
-  static constexpr bool parts_at_branch(std::index_sequence<Is...>) {
-    return is_branch_op_v<typename node_at_t<Body, std::index_sequence<p[Is]...>>::op_type>;
-  }
-  static constexpr bool value = [] {
-    if constexpr (parting < sizeof...(P) && parting < sizeof...(Q))
-      return p[parting] != 0 && q[parting] != 0 && parts_at_branch(std::make_index_sequence<parting>{});
-    else
-      return false;
-  }();
+  static constexpr std::size_t k = parting(std::index_sequence<P...>{}, std::index_sequence<Q...>{});
+  static constexpr bool value = path_at<P...>(k) != 0 && path_at<Q...>(k) != 0 &&
+                                parts_at_branch<Body, std::index_sequence<P...>, std::make_index_sequence<k>>::value;
 };
 template <class Body, class P, class Q>
 inline constexpr bool exclusive_arms_v = exclusive_arms<Body, P, Q>::value;
