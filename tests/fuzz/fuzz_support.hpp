@@ -1,0 +1,549 @@
+// The harness of the generated gradient fuzz cases (tests/fuzz/gradients.py).
+// Every case is one kernel over the same launch arguments and a plain C++
+// version of it written by the generator from the same tree. A case passes
+// when the kernel's forward values equal the plain version's, its adjoint
+// (`k.grad`) equals central differences of the plain version, its tangent
+// (`k.fwd`) equals directional differences, and the adjoint gives the same
+// gradient on one thread and on several.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+#include <ctgrad/ctgrad.hpp>
+
+namespace fuzz {
+
+// The plain program's state: what a case's plain function reads and writes.
+using vec2 = Eigen::Vector2d;
+
+struct state {
+  std::vector<double> x, w, out, t;
+  std::vector<vec2> p, q;  // a vector input and a vector output
+  double s = 0, acc = 0;
+  std::vector<int> idx;
+  int n = 0, m = 0;
+};
+
+using real_field = ctg::field<double, 1, ctg::grad | ctg::dual>;
+using scalar_field = ctg::field<double, 0, ctg::grad | ctg::dual>;
+using vector_field = ctg::field<vec2, 1, ctg::grad | ctg::dual>;
+
+struct fields {
+  real_field x, w, out, t;
+  scalar_field s, acc;
+  vector_field p, q;
+  ctg::field<int, 1> idx;
+  int n, m;
+  fields(int n_, int m_)
+      : x({n_}, {.name = "x"}),
+        w({m_}, {.name = "w"}),
+        out({n_}, {.name = "out"}),
+        t({n_}, {.name = "t"}),
+        s({.name = "s"}),
+        acc({.name = "acc"}),
+        p({n_}, {.name = "p"}),
+        q({n_}, {.name = "q"}),
+        idx({n_}, {.name = "idx"}),
+        n(n_),
+        m(m_) {}
+
+  // Values (not gradients or tangents) from a plain state.
+  void load(state const& st) {
+    x.copy_from(st.x);
+    w.copy_from(st.w);
+    out.copy_from(st.out);
+    t.copy_from(st.t);
+    s.at() = st.s;
+    acc.at() = st.acc;
+    p.copy_from(st.p);
+    q.copy_from(st.q);
+    idx.copy_from(st.idx);
+  }
+  void clear_companions() {
+    for (real_field* f : {&x, &w, &out, &t}) f->zero_grad(), f->zero_dual();
+    for (scalar_field* f : {&s, &acc}) f->zero_grad(), f->zero_dual();
+    for (vector_field* f : {&p, &q}) f->zero_grad(), f->zero_dual();
+  }
+};
+
+// The parameters a gradient is taken with respect to: x, w, s, p.
+inline std::vector<double> parameters(state const& st) {
+  std::vector<double> p = st.x;
+  p.insert(p.end(), st.w.begin(), st.w.end());
+  p.push_back(st.s);
+  for (vec2 const& e : st.p) p.push_back(e[0]), p.push_back(e[1]);
+  return p;
+}
+inline void set_parameters(state& st, std::vector<double> const& p) {
+  std::copy(p.begin(), p.begin() + st.n, st.x.begin());
+  std::copy(p.begin() + st.n, p.begin() + st.n + st.m, st.w.begin());
+  std::size_t at = std::size_t(st.n + st.m);
+  st.s = p[at++];
+  for (vec2& e : st.p) e[0] = p[at++], e[1] = p[at++];
+}
+
+struct seeds {
+  std::vector<double> out;
+  std::vector<vec2> q;
+  double acc;
+};
+
+template <class Plain>
+double loss(Plain const& plain, state st, seeds const& sd) {
+  plain(st);
+  double l = sd.acc * st.acc;
+  for (int i = 0; i < st.n; ++i) l += sd.out[i] * st.out[i] + sd.q[i].dot(st.q[i]);
+  return l;
+}
+
+inline bool close(double got, double want, double tol) {
+  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
+  return std::abs(got - want) <= tol * std::max(1.0, std::abs(want));
+}
+
+struct outcome {
+  int failures = 0, unsmooth = 0;
+  bool unbounded = false;  // values past 1e6: differences say nothing there
+};
+
+inline double largest(std::vector<double> const& v) {
+  double m = 0;
+  for (double e : v) m = std::max(m, std::isfinite(e) ? std::abs(e) : HUGE_VAL);
+  return m;
+}
+
+inline void report(outcome& r, char const* name, std::string const& what) {
+  ++r.failures;
+  std::printf("FAIL %s: %s\n", name, what.c_str());
+}
+
+// The adjoint's gradient on one thread (one) and on three (three) against
+// each other and against central differences of loss_at(parameters) at p.
+// Where two step sizes disagree the loss is not smooth there (a select or a
+// min near its switch), and the point says nothing about the gradient.
+template <class Loss>
+void check_gradient_at(outcome& r, char const* name, std::vector<double> const& p, std::vector<double> const& one,
+                       std::vector<double> const& three, Loss const& loss_at) {
+  for (std::size_t q = 0; q < p.size(); ++q) {
+    if (!close(three[q], one[q], 1e-9))
+      report(r, name, "gradient " + std::to_string(q) + " on 3 threads " + std::to_string(three[q]) + ", on 1 " + std::to_string(one[q]));
+    auto diff = [&](double h) {
+      std::vector<double> a = p, b = p;
+      a[q] += h, b[q] -= h;
+      return (loss_at(a) - loss_at(b)) / (2 * h);
+    };
+    double const d1 = diff(1e-5), d2 = diff(1e-6);
+    if (!close(d1, d2, 1e-5)) {
+      ++r.unsmooth;
+      continue;
+    }
+    if (!close(one[q], d2, 2e-5))
+      report(r, name, "gradient " + std::to_string(q) + " = " + std::to_string(one[q]) + ", differences " + std::to_string(d2));
+  }
+}
+
+// Runs one case: forward, adjoint on 1 and 3 threads, tangent.
+template <class Kernel, class Plain>
+outcome check_case(char const* name, Kernel& k, Plain const& plain, unsigned seed_value) {
+  std::mt19937 rng(seed_value);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  int const n = 301, m = 5;
+  state st;
+  st.n = n, st.m = m;
+  st.x.resize(n), st.w.resize(m), st.out.resize(n), st.t.resize(n), st.idx.resize(n);
+  st.p.resize(n), st.q.resize(n);
+  for (vec2& v : st.p) v = vec2(u(rng), u(rng));
+  for (vec2& v : st.q) v = vec2(u(rng), u(rng));
+  for (double& v : st.x) v = u(rng);
+  for (double& v : st.w) v = u(rng);
+  for (double& v : st.out) v = u(rng);
+  for (double& v : st.t) v = u(rng);
+  for (int& v : st.idx) v = int(rng() % unsigned(n));
+  st.s = u(rng), st.acc = u(rng);
+  seeds sd;
+  sd.out.resize(n);
+  for (double& v : sd.out) v = u(rng);
+  sd.q.resize(n);
+  for (vec2& v : sd.q) v = vec2(u(rng), u(rng));
+  sd.acc = u(rng);
+
+  outcome r;
+  fields f(n, m);
+  auto launch_forward = [&] {
+    f.load(st);
+    f.clear_companions();
+    k(f.x, f.w, f.s, f.idx, f.out, f.acc, f.t, f.p, f.q, n, m);
+  };
+  // Forward values.
+  state want = st;
+  plain(want);
+  launch_forward();
+  for (int i = 0; i < n; ++i) {
+    if (!close(f.out.at(i), want.out[i], 1e-9))
+      report(r, name, "out[" + std::to_string(i) + "] = " + std::to_string(f.out.at(i)) + ", plain " + std::to_string(want.out[i]));
+    for (int c = 0; c < 2; ++c)
+      if (!close(f.q.at(i)[c], want.q[i][c], 1e-9))
+        report(r, name, "q[" + std::to_string(i) + "][" + std::to_string(c) + "] = " + std::to_string(f.q.at(i)[c]) + ", plain " + std::to_string(want.q[i][c]));
+    if (!close(f.t.at(i), want.t[i], 1e-9))
+      report(r, name, "t[" + std::to_string(i) + "] = " + std::to_string(f.t.at(i)) + ", plain " + std::to_string(want.t[i]));
+  }
+  if (!close(f.acc.at(), want.acc, 1e-9))
+    report(r, name, "acc = " + std::to_string(f.acc.at()) + ", plain " + std::to_string(want.acc));
+  if (r.failures) return r;
+  if (std::max({largest(want.out), largest(want.t), std::abs(want.acc)}) > 1e6) {
+    r.unbounded = true;
+    return r;
+  }
+
+  // Adjoint, on 1 thread and on 3.
+  std::vector<double> grads[2];
+  for (int run = 0; run < 2; ++run) {
+    ctg::set_num_threads(run == 0 ? 1 : 3);
+    launch_forward();
+    f.out.grad().copy_from(sd.out);
+    f.acc.grad().at() = sd.acc;
+    f.q.grad().copy_from(sd.q);
+    k.grad(f.x, f.w, f.s, f.idx, f.out, f.acc, f.t, f.p, f.q, n, m);
+    std::vector<double>& g = grads[run];
+    for (int i = 0; i < n; ++i) g.push_back(f.x.grad().at(i));
+    for (int j = 0; j < m; ++j) g.push_back(f.w.grad().at(j));
+    g.push_back(f.s.grad().at());
+    for (int i = 0; i < n; ++i) g.push_back(f.p.grad().at(i)[0]), g.push_back(f.p.grad().at(i)[1]);
+  }
+  ctg::set_num_threads(0);
+  // Value and gradient in one launch: the same values and gradients.
+  {
+    f.load(st);
+    f.clear_companions();
+    f.out.grad().copy_from(sd.out);
+    f.acc.grad().at() = sd.acc;
+    f.q.grad().copy_from(sd.q);
+    k.value_and_grad(f.x, f.w, f.s, f.idx, f.out, f.acc, f.t, f.p, f.q, n, m);
+    std::vector<double> g;
+    for (int i = 0; i < n; ++i) g.push_back(f.x.grad().at(i));
+    for (int j = 0; j < m; ++j) g.push_back(f.w.grad().at(j));
+    g.push_back(f.s.grad().at());
+    for (int i = 0; i < n; ++i) g.push_back(f.p.grad().at(i)[0]), g.push_back(f.p.grad().at(i)[1]);
+    for (std::size_t q = 0; q < g.size(); ++q)
+      if (!close(g[q], grads[0][q], 1e-9))
+        report(r, name, "value_and_grad: gradient " + std::to_string(q) + " = " + std::to_string(g[q]) + ", k.grad " + std::to_string(grads[0][q]));
+    for (int i = 0; i < n; ++i)
+      if (!close(f.out.at(i), want.out[i], 1e-9) || !close(f.t.at(i), want.t[i], 1e-9) ||
+          !close(f.q.at(i)[0], want.q[i][0], 1e-9) || !close(f.q.at(i)[1], want.q[i][1], 1e-9))
+        report(r, name, "value_and_grad: values at " + std::to_string(i) + " differ from the plain ones");
+    if (!close(f.acc.at(), want.acc, 1e-9)) report(r, name, "value_and_grad: acc differs from the plain one");
+  }
+  std::vector<double> const p = parameters(st);
+  check_gradient_at(r, name, p, grads[0], grads[1], [&](std::vector<double> const& q) {
+    state a = st;
+    set_parameters(a, q);
+    return loss(plain, a, sd);
+  });
+
+  // Tangent along a random direction, against the adjoint's dot product
+  // (the two must agree: seeds . J d == (J^T seeds) . d).
+  std::vector<double> dir(p.size());
+  for (double& v : dir) v = u(rng);
+  f.load(st);
+  f.clear_companions();
+  for (int i = 0; i < n; ++i) f.x.dual().at(i) = dir[std::size_t(i)];
+  for (int j = 0; j < m; ++j) f.w.dual().at(j) = dir[std::size_t(n + j)];
+  f.s.dual().at() = dir[std::size_t(n + m)];
+  for (int i = 0; i < n; ++i) f.p.dual().at(i) = vec2(dir[std::size_t(n + m + 1 + 2 * i)], dir[std::size_t(n + m + 2 + 2 * i)]);
+  k.fwd(f.x, f.w, f.s, f.idx, f.out, f.acc, f.t, f.p, f.q, n, m);
+  double jvp = sd.acc * f.acc.dual().at(), vjp = 0;
+  for (int i = 0; i < n; ++i) jvp += sd.out[i] * f.out.dual().at(i) + sd.q[i].dot(f.q.dual().at(i));
+  for (std::size_t q = 0; q < p.size(); ++q) vjp += grads[0][q] * dir[q];
+  if (!close(jvp, vjp, 1e-8)) report(r, name, "tangent . seeds = " + std::to_string(jvp) + ", gradient . direction " + std::to_string(vjp));
+  return r;
+}
+
+}  // namespace fuzz
+
+namespace fuzz {
+
+// A rollout case: state x, v updated in place by the case's kernels over
+// several steps under a tape, then a loss of the final state. Parameters:
+// the initial x and v, w and s.
+struct rollout_state {
+  std::vector<double> x, v, w, seed;
+  double s = 0;
+  std::vector<int> idx;
+  int n = 0, m = 0;
+};
+
+struct rollout_fields {
+  ctg::field<double, 1, ctg::grad> x, v, w;
+  ctg::field<double, 0, ctg::grad> s, loss;
+  ctg::field<double, 1> seed;
+  ctg::field<int, 1> idx;
+  int n, m;
+  rollout_fields(int n_, int m_)
+      : x({n_}, {.name = "x"}),
+        v({n_}, {.name = "v"}),
+        w({m_}, {.name = "w"}),
+        s({.name = "s"}),
+        loss({.name = "loss"}),
+        seed({n_}, {.name = "seed"}),
+        idx({n_}, {.name = "idx"}),
+        n(n_),
+        m(m_) {}
+  void load(rollout_state const& st) {
+    x.copy_from(st.x);
+    v.copy_from(st.v);
+    w.copy_from(st.w);
+    s.at() = st.s;
+    loss.at() = 0.0;
+    seed.copy_from(st.seed);
+    idx.copy_from(st.idx);
+  }
+};
+
+inline std::vector<double> parameters(rollout_state const& st) {
+  std::vector<double> p = st.x;
+  p.insert(p.end(), st.v.begin(), st.v.end());
+  p.insert(p.end(), st.w.begin(), st.w.end());
+  p.push_back(st.s);
+  return p;
+}
+inline void set_parameters(rollout_state& st, std::vector<double> const& p) {
+  auto at = p.begin();
+  std::copy(at, at + st.n, st.x.begin());
+  std::copy(at + st.n, at + 2 * st.n, st.v.begin());
+  std::copy(at + 2 * st.n, at + 2 * st.n + st.m, st.w.begin());
+  st.s = p.back();
+}
+
+// The loss of a rollout: a fixed function of the final state.
+inline constexpr auto measure = ctg::kernel<"measure">([](auto x, auto v, auto seed, auto loss) {
+  return ctg::range(x.size(), [=](auto i) { return loss() += seed[i] * x[i] + 0.5 * seed[i] * ctg::sin(v[i]); });
+});
+inline double plain_measure(rollout_state const& st) {
+  double loss = 0;
+  for (int i = 0; i < st.n; ++i) loss += st.seed[i] * st.x[i] + 0.5 * st.seed[i] * std::sin(st.v[i]);
+  return loss;
+}
+
+// step(fields) makes one step's launches, plain(state) runs the whole
+// rollout on the plain state and returns the loss. The gradient is taken
+// under a tape recording every step, on 1 thread and on 3, and under a
+// checkpointed rollout (tape.rollout, two snapshots) on 1 thread.
+template <class Step, class Plain>
+outcome check_rollout(char const* name, Step const& step, int steps, Plain const& plain, unsigned seed_value) {
+  std::mt19937 rng(seed_value);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  int const n = 203, m = 4;
+  rollout_state st;
+  st.n = n, st.m = m;
+  st.x.resize(n), st.v.resize(n), st.w.resize(m), st.seed.resize(n), st.idx.resize(n);
+  for (double& e : st.x) e = u(rng);
+  for (double& e : st.v) e = u(rng);
+  for (double& e : st.w) e = u(rng);
+  for (double& e : st.seed) e = u(rng);
+  for (int& e : st.idx) e = int(rng() % unsigned(n));
+  st.s = u(rng);
+  outcome r;
+  rollout_fields f(n, m);
+  auto launch = [&] {
+    for (int t = 0; t < steps; ++t) step(f);
+    measure(f.x, f.v, f.seed, f.loss);
+  };
+
+  // Forward values.
+  rollout_state want = st;
+  double const want_loss = plain(want);
+  f.load(st);
+  launch();
+  if (!close(f.loss.at(), want_loss, 1e-9))
+    report(r, name, "loss = " + std::to_string(f.loss.at()) + ", plain " + std::to_string(want_loss));
+  for (int i = 0; i < n; ++i) {
+    if (!close(f.x.at(i), want.x[i], 1e-9)) report(r, name, "final x[" + std::to_string(i) + "] differs");
+    if (!close(f.v.at(i), want.v[i], 1e-9)) report(r, name, "final v[" + std::to_string(i) + "] differs");
+  }
+  if (r.failures) return r;
+  if (std::max({largest(want.x), largest(want.v), std::abs(want_loss)}) > 1e6) {
+    r.unbounded = true;
+    return r;
+  }
+
+  auto gradient = [&] {
+    std::vector<double> g;
+    for (int i = 0; i < n; ++i) g.push_back(f.x.grad().at(i));
+    for (int i = 0; i < n; ++i) g.push_back(f.v.grad().at(i));
+    for (int j = 0; j < m; ++j) g.push_back(f.w.grad().at(j));
+    g.push_back(f.s.grad().at());
+    return g;
+  };
+  ctg::set_num_threads(1);
+  f.load(st);
+  {
+    ctg::tape tape(f.loss);
+    tape.rollout(steps, [&](int) { step(f); }, ctg::checkpoint{.snapshots = 2});
+    measure(f.x, f.v, f.seed, f.loss);
+    tape.backward();
+  }
+  std::vector<double> const checkpointed = gradient();
+  std::vector<double> grads[2];
+  for (int run = 0; run < 2; ++run) {
+    ctg::set_num_threads(run == 0 ? 1 : 3);
+    f.load(st);
+    {
+      ctg::tape tape(f.loss);
+      launch();
+      tape.backward();
+    }
+    grads[run] = gradient();
+  }
+  ctg::set_num_threads(0);
+  auto plain_loss = [&](std::vector<double> const& p) {
+    rollout_state a = st;
+    set_parameters(a, p);
+    return plain(a);
+  };
+  std::vector<double> const p = parameters(st);
+  for (std::size_t q = 0; q < p.size(); ++q)
+    if (!close(checkpointed[q], grads[0][q], 1e-12))
+      report(r, name, "gradient " + std::to_string(q) + " checkpointed " + std::to_string(checkpointed[q]) + ", taped " + std::to_string(grads[0][q]));
+  check_gradient_at(r, name, p, grads[0], grads[1], plain_loss);
+  return r;
+}
+
+}  // namespace fuzz
+
+namespace fuzz {
+using mat2 = Eigen::Matrix2d;
+inline mat2 make_mat2(double a, double b, double c, double d) {
+  mat2 m;
+  m << a, b, c, d;
+  return m;
+}
+inline double cross(vec2 const& a, vec2 const& b) { return a[0] * b[1] - a[1] * b[0]; }
+}  // namespace fuzz
+
+namespace fuzz {
+
+// A grid case: 2-D fields g (input), u (written by a first offload, read by
+// a second) and h (output), row-major ny x nx, with w, s and acc as above.
+struct grid_state {
+  std::vector<double> g, u, h, w;
+  double s = 0, acc = 0;
+  int ny = 0, nx = 0, m = 0;
+  double& G(int i, int j) { return g[std::size_t(i * nx + j)]; }
+  double& U(int i, int j) { return u[std::size_t(i * nx + j)]; }
+  double& H(int i, int j) { return h[std::size_t(i * nx + j)]; }
+};
+
+struct grid_fields {
+  ctg::field<double, 2, ctg::grad | ctg::dual> g, u, h;
+  real_field w;
+  scalar_field s, acc;
+  grid_fields(int ny, int nx, int m)
+      : g({ny, nx}, {.name = "g"}),
+        u({ny, nx}, {.name = "u"}),
+        h({ny, nx}, {.name = "h"}),
+        w({m}, {.name = "w"}),
+        s({.name = "s"}),
+        acc({.name = "acc"}) {}
+  void load(grid_state const& st) {
+    g.copy_from(st.g);
+    u.copy_from(st.u);
+    h.copy_from(st.h);
+    w.copy_from(st.w);
+    s.at() = st.s;
+    acc.at() = st.acc;
+    g.zero_grad(), u.zero_grad(), h.zero_grad(), w.zero_grad(), s.zero_grad(), acc.zero_grad();
+    g.zero_dual(), u.zero_dual(), h.zero_dual(), w.zero_dual(), s.zero_dual(), acc.zero_dual();
+  }
+};
+
+template <class Kernel, class Plain>
+outcome check_grid(char const* name, Kernel& k, Plain const& plain, unsigned seed_value) {
+  std::mt19937 rng(seed_value);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  int const ny = 23, nx = 41, m = 5, cells = ny * nx;
+  grid_state st;
+  st.ny = ny, st.nx = nx, st.m = m;
+  for (auto* v : {&st.g, &st.u, &st.h}) {
+    v->resize(std::size_t(cells));
+    for (double& e : *v) e = u(rng);
+  }
+  st.w.resize(m);
+  for (double& e : st.w) e = u(rng);
+  st.s = u(rng), st.acc = u(rng);
+  std::vector<double> seed_h(static_cast<std::size_t>(cells));
+  for (double& e : seed_h) e = u(rng);
+  double const seed_acc = u(rng);
+  auto params = [](grid_state const& a) {
+    std::vector<double> p = a.g;
+    p.insert(p.end(), a.w.begin(), a.w.end());
+    p.push_back(a.s);
+    return p;
+  };
+  auto loss_at = [&](std::vector<double> const& p) {
+    grid_state a = st;
+    std::copy(p.begin(), p.begin() + cells, a.g.begin());
+    std::copy(p.begin() + cells, p.begin() + cells + m, a.w.begin());
+    a.s = p.back();
+    plain(a);
+    double l = seed_acc * a.acc;
+    for (std::size_t c = 0; c < a.h.size(); ++c) l += seed_h[c] * a.h[c];
+    return l;
+  };
+  outcome r;
+  grid_fields f(ny, nx, m);
+  grid_state want = st;
+  plain(want);
+  f.load(st);
+  k(f.g, f.u, f.h, f.w, f.s, f.acc, ny, nx, m);
+  for (int i = 0; i < ny; ++i)
+    for (int j = 0; j < nx; ++j) {
+      if (!close(f.h.at(i, j), want.H(i, j), 1e-9))
+        report(r, name, "h(" + std::to_string(i) + ", " + std::to_string(j) + ") = " + std::to_string(f.h.at(i, j)) + ", plain " + std::to_string(want.H(i, j)));
+      if (!close(f.u.at(i, j), want.U(i, j), 1e-9))
+        report(r, name, "u(" + std::to_string(i) + ", " + std::to_string(j) + ") = " + std::to_string(f.u.at(i, j)) + ", plain " + std::to_string(want.U(i, j)));
+    }
+  if (!close(f.acc.at(), want.acc, 1e-9)) report(r, name, "acc differs from the plain one");
+  if (r.failures) return r;
+  if (std::max({largest(want.h), largest(want.u), std::abs(want.acc)}) > 1e6) {
+    r.unbounded = true;
+    return r;
+  }
+  std::vector<double> grads[2];
+  for (int run = 0; run < 2; ++run) {
+    ctg::set_num_threads(run == 0 ? 1 : 3);
+    f.load(st);
+    k(f.g, f.u, f.h, f.w, f.s, f.acc, ny, nx, m);
+    f.h.grad().copy_from(seed_h);
+    f.acc.grad().at() = seed_acc;
+    k.grad(f.g, f.u, f.h, f.w, f.s, f.acc, ny, nx, m);
+    for (int i = 0; i < ny; ++i)
+      for (int j = 0; j < nx; ++j) grads[run].push_back(f.g.grad().at(i, j));
+    for (int j = 0; j < m; ++j) grads[run].push_back(f.w.grad().at(j));
+    grads[run].push_back(f.s.grad().at());
+  }
+  ctg::set_num_threads(0);
+  std::vector<double> const p = params(st);
+  check_gradient_at(r, name, p, grads[0], grads[1], loss_at);
+  // The tangent against the adjoint.
+  std::vector<double> dir(p.size());
+  for (double& e : dir) e = u(rng);
+  f.load(st);
+  for (int i = 0; i < ny; ++i)
+    for (int j = 0; j < nx; ++j) f.g.dual().at(i, j) = dir[std::size_t(i * nx + j)];
+  for (int j = 0; j < m; ++j) f.w.dual().at(j) = dir[std::size_t(cells + j)];
+  f.s.dual().at() = dir.back();
+  k.fwd(f.g, f.u, f.h, f.w, f.s, f.acc, ny, nx, m);
+  double jvp = seed_acc * f.acc.dual().at(), vjp = 0;
+  for (int i = 0; i < ny; ++i)
+    for (int j = 0; j < nx; ++j) jvp += seed_h[std::size_t(i * nx + j)] * f.h.dual().at(i, j);
+  for (std::size_t q = 0; q < p.size(); ++q) vjp += grads[0][q] * dir[q];
+  if (!close(jvp, vjp, 1e-8)) report(r, name, "tangent . seeds = " + std::to_string(jvp) + ", gradient . direction " + std::to_string(vjp));
+  return r;
+}
+
+}  // namespace fuzz
