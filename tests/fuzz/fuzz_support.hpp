@@ -547,3 +547,27 @@ outcome check_grid(char const* name, Kernel& k, Plain const& plain, unsigned see
 }
 
 }  // namespace fuzz
+
+namespace fuzz {
+// The decompositions' unique parts, written independently: the signed
+// singular values (largest first, the last with the sign of det), the
+// eigenvalues of the symmetric part in ascending order, and the rotation of
+// the polar decomposition (the one nearest to m: angle atan2(c - b, a + d)).
+inline double svd_sigma(mat2 const& m, int k) {
+  Eigen::JacobiSVD<mat2> svd(m);
+  double const s = svd.singularValues()[k];
+  return k == 1 && m.determinant() < 0 ? -s : s;
+}
+inline double sym_eig_value(mat2 const& m, int k) {
+  mat2 const a = 0.5 * (m + m.transpose());
+  double const mean = 0.5 * (a(0, 0) + a(1, 1)), half = 0.5 * (a(0, 0) - a(1, 1));
+  double const radius = std::sqrt(half * half + a(0, 1) * a(0, 1));
+  return k == 0 ? mean - radius : mean + radius;
+}
+inline double polar_r(mat2 const& m, int r, int c) {
+  double const angle = std::atan2(m(1, 0) - m(0, 1), m(0, 0) + m(1, 1));
+  mat2 rot;
+  rot << std::cos(angle), -std::sin(angle), std::sin(angle), std::cos(angle);
+  return rot(r, c);
+}
+}  // namespace fuzz

@@ -264,23 +264,32 @@ def vector_reduction(rng, sc, depth):
     """A scalar computed from vectors."""
     a = vexpr(rng, sc, depth - 1)
     r = rng.random()
-    if r < 0.25:
+    if r < 0.2:
         b = vexpr(rng, sc, depth - 1)
         return "ctg::dot(%s, %s)" % (a[0], b[0]), "fuzz::vec2(%s).dot(fuzz::vec2(%s))" % (a[1], b[1])
-    if r < 0.4:
+    if r < 0.3:
         return "ctg::norm(%s + ctg::vec(1.5, 0.0))" % a[0], "fuzz::vec2(%s + fuzz::vec2(1.5, 0.0)).norm()" % a[1]
-    if r < 0.55:
+    if r < 0.4:
         return "ctg::norm_sqr(%s)" % a[0], "fuzz::vec2(%s).squaredNorm()" % a[1]
-    if r < 0.75:
+    if r < 0.55:
         c = rng.choice([0, 1])
         return "(%s)[ctg::c<%d>]" % (a[0], c), "fuzz::vec2(%s)[%d]" % (a[1], c)
-    if r < 0.9:
+    if r < 0.65:
         b = vexpr(rng, sc, depth - 1)
         return ("ctg::cross(%s, %s)" % (a[0], b[0]),
                 "fuzz::cross(fuzz::vec2(%s), fuzz::vec2(%s))" % (a[1], b[1]))
     e = [operand(rng, sc, 1)] + [expr(rng, sc, 1) for _ in range(3)]
-    return ("ctg::det(ctg::mat<2, 2>(%s))" % ", ".join(x[0] for x in e),
-            "fuzz::make_mat2(%s).determinant()" % ", ".join(x[1] for x in e))
+    km, pm = "ctg::mat<2, 2>(%s)" % ", ".join(x[0] for x in e), "fuzz::make_mat2(%s)" % ", ".join(x[1] for x in e)
+    r = rng.random()
+    k = rng.choice([0, 1])
+    if r < 0.4:
+        return "ctg::det(%s)" % km, "%s.determinant()" % pm
+    if r < 0.6:
+        return "ctg::svd_sigma(%s)[ctg::c<%d>]" % (km, k), "fuzz::svd_sigma(%s, %d)" % (pm, k)
+    if r < 0.8:
+        return "ctg::sym_eig_values(%s)[ctg::c<%d>]" % (km, k), "fuzz::sym_eig_value(%s, %d)" % (pm, k)
+    c = rng.choice([0, 1])
+    return "ctg::polar_r(%s)(ctg::c<%d>, ctg::c<%d>)" % (km, k, c), "fuzz::polar_r(%s, %d, %d)" % (pm, k, c)
 
 
 class Gen:
