@@ -257,7 +257,7 @@ template <class Op>
 inline constexpr bool is_branch_op_v = std::is_same_v<Op, op::select>;
 template <int Site>
 inline constexpr bool is_branch_op_v<op::if_<Site>> = true;
-// Kid index I of a path (0 past its end).
+// The kid index at place i of a path (0 past its end).
 template <std::size_t... P>
 constexpr std::size_t path_at(std::size_t i) {
   constexpr std::size_t p[] = {P..., 0};

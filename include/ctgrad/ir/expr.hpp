@@ -477,8 +477,8 @@ CTG_IMPL_UNARY_FUNCTION(inverse)
 #define CTG_IMPL_BINARY_FUNCTION_AS(TALL, ATTRIBUTES, NAME)                  \
   template <class A, class B>                                               \
     requires(function_operands<A, B> && builds_out_of_line_v<A, B> == TALL) \
-  [[nodiscard ATTRIBUTES]] constexpr auto NAME(A const& a, B const& b) {   \
-    CTG_IMPL_RETURN_MATH2(fn::NAME, A, B, a, b)                           \
+  [[nodiscard ATTRIBUTES]] constexpr auto NAME(A const& a, B const& b) {     \
+    CTG_IMPL_RETURN_MATH2(fn::NAME, A, B, a, b)                             \
   }
 #define CTG_IMPL_BINARY_FUNCTION(NAME) CTG_IMPL_INLINE_AND_OUT_OF_LINE(CTG_IMPL_BINARY_FUNCTION_AS, NAME)
 CTG_IMPL_BINARY_FUNCTION(atan2)
