@@ -103,6 +103,7 @@ double loss(Plain const& plain, state st, seeds const& sd) {
 }
 
 inline bool close(double got, double want, double tol) {
+  if (got == want) return true;  // infinities included
   if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want);
   return std::abs(got - want) <= tol * std::max(1.0, std::abs(want));
 }
@@ -386,8 +387,8 @@ outcome check_rollout(char const* name, Step const& step, int steps, Plain const
   if (!close(f.loss.at(), want_loss, 1e-9))
     report(r, name, "loss = " + std::to_string(f.loss.at()) + ", plain " + std::to_string(want_loss));
   for (int i = 0; i < n; ++i) {
-    if (!close(f.x.at(i), want.x[i], 1e-9)) report(r, name, "final x[" + std::to_string(i) + "] differs");
-    if (!close(f.v.at(i), want.v[i], 1e-9)) report(r, name, "final v[" + std::to_string(i) + "] differs");
+    if (!close(f.x.at(i), want.x[i], 1e-9)) report(r, name, "final x[" + std::to_string(i) + "] = " + std::to_string(f.x.at(i)) + ", plain " + std::to_string(want.x[i]));
+    if (!close(f.v.at(i), want.v[i], 1e-9)) report(r, name, "final v[" + std::to_string(i) + "] = " + std::to_string(f.v.at(i)) + ", plain " + std::to_string(want.v[i]));
   }
   if (r.failures) return r;
   if (std::max({largest(want.x), largest(want.v), std::abs(want_loss)}) > 1e6) {
