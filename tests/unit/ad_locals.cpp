@@ -223,30 +223,40 @@ TEST_CASE("a func's value inside a vector whose component is read, and inside an
 
 TEST_CASE("math functions of plain numbers: a func called with a number, functions of a scalar argument") {
   // smoothstep(0.25) and smoothstep(h) hand clamp a number; pow(h, 2) and
-  // min(h, 0.5) have no expression among their operands at all.
+  // min(h, 0.5) have no expression among their operands at all. Integers
+  // become double in the functions that do not map integers to integers
+  // (sqrt(i), sin(n), atan2(1, 2), pow(2, -1), as <cmath> takes them); abs
+  // and max keep them, so that abs(i - 1) still indexes a field.
   auto smoothstep = ctg::func<"smoothstep">([](auto t) {
     return ctg::let(ctg::clamp(t, 0.0, 1.0), [=](auto c) { return ctg::block(ctg::result(c * c * (3.0 - 2.0 * c))); });
   });
-  auto k = ctg::kernel<"numbers">([=](auto x, auto out, double h) {
+  auto k = ctg::kernel<"numbers">([=](auto x, auto out, double h, int n) {
     return ctg::range(x.size(), [=](auto i) {
-      return out[i] = smoothstep(0.25) + smoothstep(h) + ctg::pow(h, 2) + ctg::min(h, 0.5) +
-                      ctg::atan2(h, 2) * x[i] + ctg::max(3, 4) * ctg::pow(x[i], 2);
+      return ctg::block(out[i] = smoothstep(0.25) + smoothstep(h) + ctg::pow(h, 2) + ctg::min(h, 0.5) +
+                                 ctg::atan2(h, 2) * x[i] + ctg::max(3, 4) * ctg::pow(x[i], 2),
+                        out[i] += ctg::sqrt(i) + ctg::sin(n) + ctg::atan2(1, 2) * x[ctg::abs(i - 1)] +
+                                  ctg::pow(2, -1) * ctg::cast<double>(ctg::max(i, 1)));
     });
   });
   std::vector<double> const xv{-0.4, 1.3};
   ctg::field<double, 1, ctg::grad> x({2}, {.name = "x"}), out({2}, {.name = "out"});
   x.copy_from(xv);
   double const h = 0.75;
-  k(x, out, h);
+  int const n = 2;
+  k(x, out, h, n);
   out.grad().fill(1.0);
-  k.grad(x, out, h);
-  // smoothstep(0.25) = 0.15625, smoothstep(0.75) = 0.84375.
+  k.grad(x, out, h, n);
+  // smoothstep(0.25) = 0.15625, smoothstep(0.75) = 0.84375; iteration i
+  // reads x[|i - 1|]: x[1], then x[0].
+  double const a = std::atan2(0.75, 2.0), b = std::atan2(1.0, 2.0);
   for (int i = 0; i < 2; ++i) {
     CAPTURE(i);
     double const t = xv[i];
-    CHECK(out.at(i) == Approx(0.15625 + 0.84375 + 0.5625 + 0.5 + std::atan2(0.75, 2.0) * t + 4 * t * t).epsilon(1e-14));
-    CHECK(x.grad().at(i) == Approx(std::atan2(0.75, 2.0) + 8 * t).epsilon(1e-14));
+    CHECK(out.at(i) == Approx(0.15625 + 0.84375 + 0.5625 + 0.5 + a * t + 4 * t * t + std::sqrt(double(i)) +
+                              std::sin(2.0) + b * xv[1 - i] + 0.5)
+                           .epsilon(1e-14));
   }
+  for (int i = 0; i < 2; ++i) CHECK(x.grad().at(i) == Approx(a + 8 * xv[i] + b).epsilon(1e-14));
 }
 TEST_CASE("a local shared by a plain statement offload and a loop in the same kernel") {
   // Top level: a serial statement, then a parallel loop that reads a field the

@@ -88,9 +88,7 @@ constexpr auto settle_against(N const& n) {
     return n;
   }
 }
-// The first non-weak operand's value type; where every operand is a plain
-// number (ctg::pow(h, 2), h a scalar argument), their common type, as C++
-// would convert them; void for one plain number alone (it keeps its type).
+// The first non-weak operand's value type, or void.
 template <class... K>
 struct anchor_value {
   using type = void;
@@ -98,11 +96,6 @@ struct anchor_value {
 template <class K, class... Rest>
 struct anchor_value<K, Rest...> {
   using type = std::conditional_t<is_weak_v<K>, typename anchor_value<Rest...>::type, value_t<K>>;
-};
-template <class T, class... U>
-  requires(sizeof...(U) > 0)
-struct anchor_value<node<op::weak_literal<T>>, node<op::weak_literal<U>>...> {
-  using type = std::common_type_t<T, U...>;
 };
 
 // Whether a subtree holds something lowering still settles: a weak literal

@@ -28,6 +28,20 @@ namespace detail {
 template <class T>
 inline constexpr bool is_mat = is_eigen_fixed_v<T>;
 
+// The scalar type a math function computes in: an integer operand becomes
+// double, as C++'s <cmath> functions take it (ctg::sqrt(i), ctg::sin(n) of an
+// int argument, ctg::atan2(1, 2)), except for the functions that map
+// integers to integers (abs, floor, ceil, round, sign, min, max), which keep
+// it, so that their results still index fields.
+template <class S, bool KeepsIntegers>
+using math_scalar_t = std::conditional_t<std::is_integral_v<S> && !KeepsIntegers, double, S>;
+constexpr bool keeps_integers(grad_kind kind, char const* name) {
+  char const abs[] = "abs";
+  int k = 0;
+  while (abs[k] != 0 && name[k] == abs[k]) ++k;
+  return kind == grad_kind::none || (abs[k] == 0 && name[k] == 0);
+}
+
 // Applies a scalar function to every coefficient of a fixed-size matrix.
 template <class M, class F>
 CTG_HOST_DEVICE M map_coeffs(M const& m, F f) {
@@ -90,17 +104,18 @@ CTG_HOST_DEVICE auto zip_coeffs(A const& a, B const& b, F f) {
     static constexpr char const* name = #NAME;                                        \
     static constexpr grad_kind kind = grad_kind::KIND;                                \
     static constexpr int arity = 1;                                                   \
+    static constexpr bool keeps_integers = detail::keeps_integers(grad_kind::KIND, #NAME); \
     template <class S>                                                                \
     CTG_HOST_DEVICE static S scalar(S x) {                                            \
       CTG_IMPL_MATH_USING;                                                            \
       return SCALAR_EXPR;                                                             \
     }                                                                                 \
     template <class A>                                                                \
-    CTG_HOST_DEVICE static A apply(A const& a) {                                      \
+    CTG_HOST_DEVICE static auto apply(A const& a) {                                   \
       if constexpr (detail::is_mat<A>)                                                \
-        return detail::map_coeffs(a, [](auto s) { return scalar(s); });               \
+        return A(detail::map_coeffs(a, [](auto s) { return scalar(s); }));            \
       else                                                                            \
-        return scalar(a);                                                             \
+        return scalar(detail::math_scalar_t<A, keeps_integers>(a));                   \
     }                                                                                 \
   };
 
@@ -245,8 +260,10 @@ struct logical_not {
   }
 };
 
-// Binary math on scalars, coefficient-wise when one side is a matrix.
-#define CTG_IMPL_BINARY_MATH(NAME, KIND, SCALAR_EXPR)                           \
+// Binary math on scalars, coefficient-wise when one side is a matrix, in
+// the operands' common type (integers to double for atan2 and pow, as C++'s
+// <cmath> does: KEEPS_INTEGERS).
+#define CTG_IMPL_BINARY_MATH(NAME, KIND, KEEPS_INTEGERS, SCALAR_EXPR)           \
   struct NAME {                                                                 \
     static constexpr char const* name = #NAME;                                  \
     static constexpr grad_kind kind = grad_kind::KIND;                          \
@@ -258,16 +275,16 @@ struct logical_not {
     }                                                                           \
     template <class A, class B>                                                 \
     CTG_HOST_DEVICE static auto apply(A const& a, B const& b) {                 \
-      using S = std::common_type_t<scalar_of_t<A>, scalar_of_t<B>>;             \
+      using S = detail::math_scalar_t<std::common_type_t<scalar_of_t<A>, scalar_of_t<B>>, KEEPS_INTEGERS>; \
       return detail::zip_coeffs(a, b, [](auto x, auto y) { return scalar(S(x), S(y)); }); \
     }                                                                           \
   }
 
-CTG_IMPL_BINARY_MATH(atan2, nonlinear, atan2(x, y));
-CTG_IMPL_BINARY_MATH(pow, nonlinear, pow(x, y));
+CTG_IMPL_BINARY_MATH(atan2, nonlinear, false, atan2(x, y));
+CTG_IMPL_BINARY_MATH(pow, nonlinear, false, pow(x, y));
 // Ties (x == y) send the gradient to the second operand, as in Quadrants.
-CTG_IMPL_BINARY_MATH(min, nonlinear, (x < y ? x : y));
-CTG_IMPL_BINARY_MATH(max, nonlinear, (x > y ? x : y));
+CTG_IMPL_BINARY_MATH(min, nonlinear, true, (x < y ? x : y));
+CTG_IMPL_BINARY_MATH(max, nonlinear, true, (x > y ? x : y));
 #undef CTG_IMPL_BINARY_MATH
 
 // ---- linear algebra on fixed-size Eigen matrices ----------------------------
