@@ -69,6 +69,9 @@ def leaf(rng, sc):
         options += [
             lambda: ("w[%s %% m]" % i, "st.w[%s %% st.m]" % i),
             lambda: ("ctg::cast<double>(%s) * 0.0625" % i, "double(%s) * 0.0625" % i),
+            # Math of integers: computed as double (as <cmath> does).
+            lambda: ("ctg::sin(%s) * 0.5" % i, "std::sin(%s) * 0.5" % i),
+            lambda: ("ctg::atan2(%s %% 7, 3)" % i, "std::atan2(%s %% 7, 3)" % i),
         ]
         for f, pf, free in sc.fields:
             options += [lambda f=f, pf=pf: ("%s[%s]" % (f, i), "%s[%s]" % (pf, i))] * 3
@@ -85,6 +88,7 @@ def leaf(rng, sc):
                     lambda f=f, pf=pf: ("%s[%s / 2]" % (f, i), "%s[%s / 2]" % (pf, i)),
                     lambda f=f, pf=pf: ("%s[(%s * 7 + 3) %% n]" % (f, i), "%s[(%s * 7 + 3) %% st.n]" % (pf, i)),
                     lambda f=f, pf=pf: ("%s[0]" % f, "%s[0]" % pf),
+                    lambda f=f, pf=pf: ("%s[ctg::abs(%s - 5) %% n]" % (f, i), "%s[std::abs(%s - 5) %% st.n]" % (pf, i)),
                 ]
     if j:
         jc = "%s" % j
