@@ -124,6 +124,32 @@ inline void report(outcome& r, char const* name, std::string const& what) {
   std::printf("FAIL %s: %s\n", name, what.c_str());
 }
 
+// Values drawn uniformly from [-1, 1].
+struct draw {
+  std::mt19937 rng;
+  std::uniform_real_distribution<double> u{-1.0, 1.0};
+  explicit draw(unsigned seed) : rng(seed) {}
+  double operator()() { return u(rng); }
+  void fill(std::vector<double>& v) {
+    for (double& e : v) e = u(rng);
+  }
+  void fill(std::vector<vec2>& v) {
+    for (vec2& e : v) e[0] = u(rng), e[1] = u(rng);
+  }
+  void fill_indices(std::vector<int>& v, int n) {
+    for (int& e : v) e = int(rng() % unsigned(n));
+  }
+};
+
+// The tangent along dir against the adjoint (the two must agree: seeds . J
+// dir == (J^T seeds) . dir); jvp is the seeds' product with the tangents.
+inline void check_tangent(outcome& r, char const* name, double jvp, std::vector<double> const& gradient,
+                          std::vector<double> const& dir) {
+  double vjp = 0;
+  for (std::size_t q = 0; q < dir.size(); ++q) vjp += gradient[q] * dir[q];
+  if (!close(jvp, vjp, 1e-8)) report(r, name, "tangent . seeds = " + std::to_string(jvp) + ", gradient . direction " + std::to_string(vjp));
+}
+
 // The parameters whose differences are taken: the first two and last two
 // of each block (a field's elements: the edges are where the stencils'
 // guards switch) and 40 drawn at random. The adjoint's gradients on one and
@@ -171,27 +197,19 @@ void check_gradient_at(outcome& r, char const* name, std::vector<double> const& 
 // Runs one case: forward, adjoint on 1 and 3 threads, tangent.
 template <class Kernel, class Plain>
 outcome check_case(char const* name, Kernel& k, Plain const& plain, unsigned seed_value) {
-  std::mt19937 rng(seed_value);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  draw u(seed_value);
   int const n = 4099, m = 5;  // past the pool's inline_below: the launches run on threads
   state st;
   st.n = n, st.m = m;
   st.x.resize(n), st.w.resize(m), st.out.resize(n), st.t.resize(n), st.idx.resize(n);
   st.p.resize(n), st.q.resize(n);
-  for (vec2& v : st.p) v = vec2(u(rng), u(rng));
-  for (vec2& v : st.q) v = vec2(u(rng), u(rng));
-  for (double& v : st.x) v = u(rng);
-  for (double& v : st.w) v = u(rng);
-  for (double& v : st.out) v = u(rng);
-  for (double& v : st.t) v = u(rng);
-  for (int& v : st.idx) v = int(rng() % unsigned(n));
-  st.s = u(rng), st.acc = u(rng);
+  u.fill(st.p), u.fill(st.q), u.fill(st.x), u.fill(st.w), u.fill(st.out), u.fill(st.t);
+  u.fill_indices(st.idx, n);
+  st.s = u(), st.acc = u();
   seeds sd;
-  sd.out.resize(n);
-  for (double& v : sd.out) v = u(rng);
-  sd.q.resize(n);
-  for (vec2& v : sd.q) v = vec2(u(rng), u(rng));
-  sd.acc = u(rng);
+  sd.out.resize(n), sd.q.resize(n);
+  u.fill(sd.out), u.fill(sd.q);
+  sd.acc = u();
 
   outcome r;
   fields f(n, m);
@@ -222,34 +240,35 @@ outcome check_case(char const* name, Kernel& k, Plain const& plain, unsigned see
   }
 
   // Adjoint, on 1 thread and on 3.
-  std::vector<double> grads[2];
-  for (int run = 0; run < 2; ++run) {
-    ctg::set_num_threads(run == 0 ? 1 : 3);
-    launch_forward();
+  auto seed_outputs = [&] {
     f.out.grad().copy_from(sd.out);
     f.acc.grad().at() = sd.acc;
     f.q.grad().copy_from(sd.q);
-    k.grad(f.x, f.w, f.s, f.idx, f.out, f.acc, f.t, f.p, f.q, n, m);
-    std::vector<double>& g = grads[run];
+  };
+  auto gradient = [&] {  // in the order of parameters()
+    std::vector<double> g;
     for (int i = 0; i < n; ++i) g.push_back(f.x.grad().at(i));
     for (int j = 0; j < m; ++j) g.push_back(f.w.grad().at(j));
     g.push_back(f.s.grad().at());
     for (int i = 0; i < n; ++i) g.push_back(f.p.grad().at(i)[0]), g.push_back(f.p.grad().at(i)[1]);
+    return g;
+  };
+  std::vector<double> grads[2];
+  for (int run = 0; run < 2; ++run) {
+    ctg::set_num_threads(run == 0 ? 1 : 3);
+    launch_forward();
+    seed_outputs();
+    k.grad(f.x, f.w, f.s, f.idx, f.out, f.acc, f.t, f.p, f.q, n, m);
+    grads[run] = gradient();
   }
   ctg::set_num_threads(0);
   // Value and gradient in one launch: the same values and gradients.
   {
     f.load(st);
     f.clear_companions();
-    f.out.grad().copy_from(sd.out);
-    f.acc.grad().at() = sd.acc;
-    f.q.grad().copy_from(sd.q);
+    seed_outputs();
     k.value_and_grad(f.x, f.w, f.s, f.idx, f.out, f.acc, f.t, f.p, f.q, n, m);
-    std::vector<double> g;
-    for (int i = 0; i < n; ++i) g.push_back(f.x.grad().at(i));
-    for (int j = 0; j < m; ++j) g.push_back(f.w.grad().at(j));
-    g.push_back(f.s.grad().at());
-    for (int i = 0; i < n; ++i) g.push_back(f.p.grad().at(i)[0]), g.push_back(f.p.grad().at(i)[1]);
+    std::vector<double> const g = gradient();
     for (std::size_t q = 0; q < g.size(); ++q)
       if (!close(g[q], grads[0][q], 1e-9))
         report(r, name, "value_and_grad: gradient " + std::to_string(q) + " = " + std::to_string(g[q]) + ", k.grad " + std::to_string(grads[0][q]));
@@ -273,7 +292,7 @@ outcome check_case(char const* name, Kernel& k, Plain const& plain, unsigned see
   // Tangent along a random direction, against the adjoint's dot product
   // (the two must agree: seeds . J d == (J^T seeds) . d).
   std::vector<double> dir(p.size());
-  for (double& v : dir) v = u(rng);
+  u.fill(dir);
   f.load(st);
   f.clear_companions();
   for (int i = 0; i < n; ++i) f.x.dual().at(i) = dir[std::size_t(i)];
@@ -281,10 +300,9 @@ outcome check_case(char const* name, Kernel& k, Plain const& plain, unsigned see
   f.s.dual().at() = dir[std::size_t(n + m)];
   for (int i = 0; i < n; ++i) f.p.dual().at(i) = vec2(dir[std::size_t(n + m + 1 + 2 * i)], dir[std::size_t(n + m + 2 + 2 * i)]);
   k.fwd(f.x, f.w, f.s, f.idx, f.out, f.acc, f.t, f.p, f.q, n, m);
-  double jvp = sd.acc * f.acc.dual().at(), vjp = 0;
+  double jvp = sd.acc * f.acc.dual().at();
   for (int i = 0; i < n; ++i) jvp += sd.out[i] * f.out.dual().at(i) + sd.q[i].dot(f.q.dual().at(i));
-  for (std::size_t q = 0; q < p.size(); ++q) vjp += grads[0][q] * dir[q];
-  if (!close(jvp, vjp, 1e-8)) report(r, name, "tangent . seeds = " + std::to_string(jvp) + ", gradient . direction " + std::to_string(vjp));
+  check_tangent(r, name, jvp, grads[0], dir);
   return r;
 }
 
@@ -360,18 +378,14 @@ inline double plain_measure(rollout_state const& st) {
 // checkpointed rollout (tape.rollout, two snapshots) on 1 thread.
 template <class Step, class Plain>
 outcome check_rollout(char const* name, Step const& step, int steps, Plain const& plain, unsigned seed_value) {
-  std::mt19937 rng(seed_value);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  draw u(seed_value);
   int const n = 2311, m = 4;
   rollout_state st;
   st.n = n, st.m = m;
   st.x.resize(n), st.v.resize(n), st.w.resize(m), st.seed.resize(n), st.idx.resize(n);
-  for (double& e : st.x) e = u(rng);
-  for (double& e : st.v) e = u(rng);
-  for (double& e : st.w) e = u(rng);
-  for (double& e : st.seed) e = u(rng);
-  for (int& e : st.idx) e = int(rng() % unsigned(n));
-  st.s = u(rng);
+  u.fill(st.x), u.fill(st.v), u.fill(st.w), u.fill(st.seed);
+  u.fill_indices(st.idx, n);
+  st.s = u();
   outcome r;
   rollout_fields f(n, m);
   auto launch = [&] {
@@ -489,21 +503,20 @@ struct grid_fields {
 
 template <class Kernel, class Plain>
 outcome check_grid(char const* name, Kernel& k, Plain const& plain, unsigned seed_value) {
-  std::mt19937 rng(seed_value);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  draw u(seed_value);
   int const ny = 53, nx = 61, m = 5, cells = ny * nx;
   grid_state st;
   st.ny = ny, st.nx = nx, st.m = m;
   for (auto* v : {&st.g, &st.u, &st.h}) {
     v->resize(std::size_t(cells));
-    for (double& e : *v) e = u(rng);
+    u.fill(*v);
   }
   st.w.resize(m);
-  for (double& e : st.w) e = u(rng);
-  st.s = u(rng), st.acc = u(rng);
+  u.fill(st.w);
+  st.s = u(), st.acc = u();
   std::vector<double> seed_h(static_cast<std::size_t>(cells));
-  for (double& e : seed_h) e = u(rng);
-  double const seed_acc = u(rng);
+  u.fill(seed_h);
+  double const seed_acc = u();
   auto params = [](grid_state const& a) {
     std::vector<double> p = a.g;
     p.insert(p.end(), a.w.begin(), a.w.end());
@@ -558,18 +571,17 @@ outcome check_grid(char const* name, Kernel& k, Plain const& plain, unsigned see
   check_gradient_at(r, name, p, grads[0], grads[1], loss_at, {{0, std::size_t(nx)}, {uc - std::size_t(nx), uc}, {uc, p.size()}});
   // The tangent against the adjoint.
   std::vector<double> dir(p.size());
-  for (double& e : dir) e = u(rng);
+  u.fill(dir);
   f.load(st);
   for (int i = 0; i < ny; ++i)
     for (int j = 0; j < nx; ++j) f.g.dual().at(i, j) = dir[std::size_t(i * nx + j)];
   for (int j = 0; j < m; ++j) f.w.dual().at(j) = dir[std::size_t(cells + j)];
   f.s.dual().at() = dir.back();
   k.fwd(f.g, f.u, f.h, f.w, f.s, f.acc, ny, nx, m);
-  double jvp = seed_acc * f.acc.dual().at(), vjp = 0;
+  double jvp = seed_acc * f.acc.dual().at();
   for (int i = 0; i < ny; ++i)
     for (int j = 0; j < nx; ++j) jvp += seed_h[std::size_t(i * nx + j)] * f.h.dual().at(i, j);
-  for (std::size_t q = 0; q < p.size(); ++q) vjp += grads[0][q] * dir[q];
-  if (!close(jvp, vjp, 1e-8)) report(r, name, "tangent . seeds = " + std::to_string(jvp) + ", gradient . direction " + std::to_string(vjp));
+  check_tangent(r, name, jvp, grads[0], dir);
   return r;
 }
 
