@@ -6,6 +6,7 @@
 // ad/derivatives.hpp, keyed by the same types.
 #pragma once
 #include <cmath>
+#include <string_view>
 #include <type_traits>
 
 #include <Eigen/Core>
@@ -35,12 +36,7 @@ inline constexpr bool is_mat = is_eigen_fixed_v<T>;
 // it, so that their results still index fields.
 template <class S, bool KeepsIntegers>
 using math_scalar_t = std::conditional_t<std::is_integral_v<S> && !KeepsIntegers, double, S>;
-constexpr bool keeps_integers(grad_kind kind, char const* name) {
-  char const abs[] = "abs";
-  int k = 0;
-  while (abs[k] != 0 && name[k] == abs[k]) ++k;
-  return kind == grad_kind::none || (abs[k] == 0 && name[k] == 0);
-}
+constexpr bool keeps_integers(grad_kind kind, std::string_view name) { return kind == grad_kind::none || name == "abs"; }
 
 // Applies a scalar function to every coefficient of a fixed-size matrix.
 template <class M, class F>
