@@ -310,19 +310,28 @@ outcome check_case(char const* name, Kernel& k, Plain const& plain, unsigned see
 
 namespace fuzz {
 
+// How a step's launches run: the values (and a tape's records), or the
+// values and the tangents (k.fwd).
+inline constexpr auto run_values = [](auto const& k, auto&&... args) { k(args...); };
+inline constexpr auto run_tangents = [](auto const& k, auto&&... args) { k.fwd(args...); };
+
 // A rollout case: state x, v updated in place by the case's kernels over
 // several steps under a tape, then a loss of the final state. Parameters:
 // the initial x and v, w and s.
 struct rollout_state {
   std::vector<double> x, v, w, seed;
+  std::vector<double> ctrl;  // max_steps x m, row t read by step t
   double s = 0;
   std::vector<int> idx;
   int n = 0, m = 0;
+  double& C(int t, int k) { return ctrl[std::size_t(t * m + k)]; }
+  static constexpr int max_steps = 8;
 };
 
 struct rollout_fields {
-  ctg::field<double, 1, ctg::grad> x, v, w;
-  ctg::field<double, 0, ctg::grad> s, loss;
+  ctg::field<double, 1, ctg::grad | ctg::dual> x, v, w;
+  ctg::field<double, 2, ctg::grad | ctg::dual> ctrl;
+  ctg::field<double, 0, ctg::grad | ctg::dual> s, loss;
   ctg::field<double, 1> seed;
   ctg::field<int, 1> idx;
   int n, m;
@@ -330,6 +339,7 @@ struct rollout_fields {
       : x({n_}, {.name = "x"}),
         v({n_}, {.name = "v"}),
         w({m_}, {.name = "w"}),
+        ctrl({rollout_state::max_steps, m_}, {.name = "ctrl"}),
         s({.name = "s"}),
         loss({.name = "loss"}),
         seed({n_}, {.name = "seed"}),
@@ -340,10 +350,22 @@ struct rollout_fields {
     x.copy_from(st.x);
     v.copy_from(st.v);
     w.copy_from(st.w);
+    ctrl.copy_from(st.ctrl);
     s.at() = st.s;
     loss.at() = 0.0;
     seed.copy_from(st.seed);
     idx.copy_from(st.idx);
+    x.zero_dual(), v.zero_dual(), w.zero_dual(), ctrl.zero_dual(), s.zero_dual(), loss.zero_dual();
+  }
+  // The parameters' tangents, in the order of parameters().
+  void set_direction(std::vector<double> const& d) {
+    std::size_t at = 0;
+    for (int i = 0; i < n; ++i) x.dual().at(i) = d[at++];
+    for (int i = 0; i < n; ++i) v.dual().at(i) = d[at++];
+    for (int j = 0; j < m; ++j) w.dual().at(j) = d[at++];
+    for (int t = 0; t < rollout_state::max_steps; ++t)
+      for (int j = 0; j < m; ++j) ctrl.dual().at(t, j) = d[at++];
+    s.dual().at() = d[at];
   }
 };
 
@@ -351,6 +373,7 @@ inline std::vector<double> parameters(rollout_state const& st) {
   std::vector<double> p = st.x;
   p.insert(p.end(), st.v.begin(), st.v.end());
   p.insert(p.end(), st.w.begin(), st.w.end());
+  p.insert(p.end(), st.ctrl.begin(), st.ctrl.end());
   p.push_back(st.s);
   return p;
 }
@@ -359,6 +382,8 @@ inline void set_parameters(rollout_state& st, std::vector<double> const& p) {
   std::copy(at, at + st.n, st.x.begin());
   std::copy(at + st.n, at + 2 * st.n, st.v.begin());
   std::copy(at + 2 * st.n, at + 2 * st.n + st.m, st.w.begin());
+  at += 2 * st.n + st.m;
+  std::copy(at, at + std::ptrdiff_t(st.ctrl.size()), st.ctrl.begin());
   st.s = p.back();
 }
 
@@ -372,10 +397,12 @@ inline double plain_measure(rollout_state const& st) {
   return loss;
 }
 
-// step(fields) makes one step's launches, plain(state) runs the whole
-// rollout on the plain state and returns the loss. The gradient is taken
-// under a tape recording every step, on 1 thread and on 3, and under a
-// checkpointed rollout (tape.rollout, two snapshots) on 1 thread.
+// step(fields, t, run) makes step t's launches through run (run_values or
+// run_tangents), plain(state) runs the whole rollout on the plain state and
+// returns the loss. The gradient is taken under a tape recording every
+// step, on 1 thread and on 3, and under a checkpointed rollout
+// (tape.rollout, two snapshots) on 1 thread; the tangents of the same steps
+// (k.fwd) along a random direction are checked against the gradient.
 template <class Step, class Plain>
 outcome check_rollout(char const* name, Step const& step, int steps, Plain const& plain, unsigned seed_value) {
   draw u(seed_value);
@@ -383,13 +410,14 @@ outcome check_rollout(char const* name, Step const& step, int steps, Plain const
   rollout_state st;
   st.n = n, st.m = m;
   st.x.resize(n), st.v.resize(n), st.w.resize(m), st.seed.resize(n), st.idx.resize(n);
-  u.fill(st.x), u.fill(st.v), u.fill(st.w), u.fill(st.seed);
+  st.ctrl.resize(std::size_t(rollout_state::max_steps * m));
+  u.fill(st.x), u.fill(st.v), u.fill(st.w), u.fill(st.seed), u.fill(st.ctrl);
   u.fill_indices(st.idx, n);
   st.s = u();
   outcome r;
   rollout_fields f(n, m);
   auto launch = [&] {
-    for (int t = 0; t < steps; ++t) step(f);
+    for (int t = 0; t < steps; ++t) step(f, t, run_values);
     measure(f.x, f.v, f.seed, f.loss);
   };
 
@@ -415,6 +443,8 @@ outcome check_rollout(char const* name, Step const& step, int steps, Plain const
     for (int i = 0; i < n; ++i) g.push_back(f.x.grad().at(i));
     for (int i = 0; i < n; ++i) g.push_back(f.v.grad().at(i));
     for (int j = 0; j < m; ++j) g.push_back(f.w.grad().at(j));
+    for (int t = 0; t < rollout_state::max_steps; ++t)
+      for (int j = 0; j < m; ++j) g.push_back(f.ctrl.grad().at(t, j));
     g.push_back(f.s.grad().at());
     return g;
   };
@@ -422,7 +452,7 @@ outcome check_rollout(char const* name, Step const& step, int steps, Plain const
   f.load(st);
   {
     ctg::tape tape(f.loss);
-    tape.rollout(steps, [&](int) { step(f); }, ctg::checkpoint{.snapshots = 2});
+    tape.rollout(steps, [&](int t) { step(f, t, run_values); }, ctg::checkpoint{.snapshots = 2});
     measure(f.x, f.v, f.seed, f.loss);
     tape.backward();
   }
@@ -450,6 +480,13 @@ outcome check_rollout(char const* name, Step const& step, int steps, Plain const
       report(r, name, "gradient " + std::to_string(q) + " checkpointed " + std::to_string(checkpointed[q]) + ", taped " + std::to_string(grads[0][q]));
   std::size_t const un = std::size_t(n);
   check_gradient_at(r, name, p, grads[0], grads[1], plain_loss, {{0, un}, {un, 2 * un}, {2 * un, p.size()}});
+  std::vector<double> dir(p.size());
+  u.fill(dir);
+  f.load(st);
+  f.set_direction(dir);
+  for (int t = 0; t < steps; ++t) step(f, t, run_tangents);
+  measure.fwd(f.x, f.v, f.seed, f.loss);
+  check_tangent(r, name, f.loss.dual().at(), grads[0], dir);
   return r;
 }
 
@@ -609,4 +646,308 @@ inline double polar_r(mat2 const& m, int r, int c) {
   rot << std::cos(angle), -std::sin(angle), std::sin(angle), std::cos(angle);
   return rot(r, c);
 }
+}  // namespace fuzz
+
+namespace fuzz {
+// 3x3 matrices: the same conventions, through Eigen's SVD and symmetric
+// eigensolver. With m = U0 diag(s) V0^T (U0, V0 orthogonal, s >= 0
+// descending), the signed SVD flips the last columns of U0 and V0 to make
+// them rotations, which multiplies the last singular value by
+// det(U0) det(V0) = sign(det m); the polar rotation is U V^T.
+using vec3 = Eigen::Vector3d;
+using mat3 = Eigen::Matrix3d;
+inline mat3 make_mat3(double a, double b, double c, double d, double e, double f, double g, double h, double i) {
+  mat3 m;
+  m << a, b, c, d, e, f, g, h, i;
+  return m;
+}
+inline double svd_sigma3(mat3 const& m, int k) {
+  Eigen::JacobiSVD<mat3> svd(m);
+  double const s = svd.singularValues()[k];
+  return k == 2 && m.determinant() < 0 ? -s : s;
+}
+inline double sym_eig_value3(mat3 const& m, int k) {
+  Eigen::SelfAdjointEigenSolver<mat3> eig(0.5 * (m + m.transpose()));
+  return eig.eigenvalues()[k];
+}
+inline mat3 polar_rotation3(mat3 const& m) {
+  Eigen::JacobiSVD<mat3> svd(m, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  mat3 const u = svd.matrixU(), v = svd.matrixV();
+  vec3 const flip(1.0, 1.0, u.determinant() * v.determinant() < 0 ? -1.0 : 1.0);
+  return u * flip.asDiagonal() * v.transpose();
+}
+inline double polar_r3(mat3 const& m, int r, int c) { return polar_rotation3(m)(r, c); }
+inline double polar_s3(mat3 const& m, int r, int c) {
+  mat3 const s = polar_rotation3(m).transpose() * m;
+  return 0.5 * (s(r, c) + s(c, r));
+}
+}  // namespace fuzz
+
+namespace fuzz {
+
+// A particle case: np particles (position xp in [0.2, 0.8], velocity vp,
+// 3x3 matrix F) and a grid of ng cells on the unit interval, updated in
+// place step after step; the loss is a fixed function of the final state.
+// Parameters: the initial xp, vp, F and w, s.
+struct particle_state {
+  std::vector<double> xp, vp, gv, gm, gout, w;
+  std::vector<mat3> F;
+  std::vector<int> idx;
+  double s = 0, inv_dx = 0, dt = 0;
+  int np = 0, ng = 0, n = 0, m = 0;
+  // The loss's weights.
+  std::vector<double> seed_x, seed_v, seed_g;
+  std::vector<mat3> seed_F;
+};
+
+// Quadratic B-spline weights of the three cells around a particle whose
+// offset from the first is fx (in cells, in [0.5, 1.5)).
+inline auto const bspline_weights = ctg::func<"bspline_weights">([](auto fx) {
+  return ctg::vec(0.5 * (1.5 - fx) * (1.5 - fx), 0.75 - (fx - 1.0) * (fx - 1.0), 0.5 * (fx - 0.5) * (fx - 0.5));
+});
+inline vec3 bspline(double fx) {
+  return vec3(0.5 * (1.5 - fx) * (1.5 - fx), 0.75 - (fx - 1.0) * (fx - 1.0), 0.5 * (fx - 0.5) * (fx - 0.5));
+}
+
+inline constexpr auto both = ctg::grad | ctg::dual;
+
+// What both layouts of the particles share: the grid, the parameters w and s,
+// the loss and its weights.
+struct grid_and_loss {
+  ctg::field<double, 1, both> gv, gm, gout, w;
+  ctg::field<double, 0, both> s, loss;
+  ctg::field<double, 1> seed_x, seed_v, seed_g;
+  ctg::field<mat3, 1> seed_F;
+  ctg::field<int, 1> idx;
+  int np, ng, m;
+  double inv_dx, dt;
+  explicit grid_and_loss(particle_state const& st)
+      : gv({st.ng}, {.name = "gv"}),
+        gm({st.ng}, {.name = "gm"}),
+        gout({st.ng}, {.name = "gout"}),
+        w({st.m}, {.name = "w"}),
+        s({.name = "s"}),
+        loss({.name = "loss"}),
+        seed_x({st.np}, {.name = "seed_x"}),
+        seed_v({st.np}, {.name = "seed_v"}),
+        seed_g({st.ng}, {.name = "seed_g"}),
+        seed_F({st.np}, {.name = "seed_F"}),
+        idx({st.np}, {.name = "idx"}),
+        np(st.np),
+        ng(st.ng),
+        m(st.m),
+        inv_dx(st.inv_dx),
+        dt(st.dt) {}
+};
+
+// The particles in fields of their own.
+struct particle_fields : grid_and_loss {
+  ctg::field<double, 1, both> xp, vp;
+  ctg::field<mat3, 1, both> F;
+  explicit particle_fields(particle_state const& st)
+      : grid_and_loss(st), xp({st.np}, {.name = "xp"}), vp({st.np}, {.name = "vp"}), F({st.np}, {.name = "F"}) {}
+};
+
+// The particles in the program's own memory: an array of structs viewed
+// member by member (strided fields), the gradients in a second array of
+// structs given to the views.
+struct particle {
+  double xp, vp;
+  mat3 F;
+  int tag;  // a member no field views
+};
+
+struct particle_views : grid_and_loss {
+  std::vector<particle> parts, grads;
+  ctg::field<double, 1, both | ctg::strided> xp, vp;
+  ctg::field<mat3, 1, both | ctg::strided> F;
+  explicit particle_views(particle_state const& st)
+      : grid_and_loss(st),
+        parts(std::size_t(st.np), particle{0.0, 0.0, mat3::Zero(), 7}),
+        grads(std::size_t(st.np), particle{0.0, 0.0, mat3::Zero(), 7}),
+        xp(ctg::view_member<both>(parts, &particle::xp, {.name = "xp", .grad = &grads[0].xp})),
+        vp(ctg::view_member<both>(parts, &particle::vp, {.name = "vp", .grad = &grads[0].vp})),
+        F(ctg::view_member<both>(parts, &particle::F, {.name = "F", .grad = &grads[0].F})) {}
+  particle_views(particle_views const&) = delete;
+  // The views wrote the members they view and nothing else.
+  bool tags_kept() const {
+    for (std::size_t p = 0; p < parts.size(); ++p)
+      if (parts[p].tag != 7 || grads[p].tag != 7) return false;
+    return true;
+  }
+};
+
+// Values (and zero tangents) from a plain state, for either layout.
+template <class Fields>
+void load(Fields& f, particle_state const& st) {
+  f.xp.copy_from(st.xp), f.vp.copy_from(st.vp), f.F.copy_from(st.F);
+  f.gv.copy_from(st.gv), f.gm.copy_from(st.gm), f.gout.copy_from(st.gout);
+  f.w.copy_from(st.w);
+  f.s.at() = st.s;
+  f.loss.at() = 0.0;
+  f.seed_x.copy_from(st.seed_x), f.seed_v.copy_from(st.seed_v), f.seed_g.copy_from(st.seed_g);
+  f.seed_F.copy_from(st.seed_F);
+  f.idx.copy_from(st.idx);
+  f.xp.zero_dual(), f.vp.zero_dual(), f.F.zero_dual(), f.gv.zero_dual(), f.gm.zero_dual(), f.gout.zero_dual();
+  f.w.zero_dual(), f.s.zero_dual(), f.loss.zero_dual();
+}
+
+// The parameters' tangents, in the order of parameters().
+template <class Fields>
+void set_direction(Fields& f, std::vector<double> const& d) {
+  std::size_t at = 0;
+  for (int p = 0; p < f.np; ++p) f.xp.dual().at(p) = d[at++];
+  for (int p = 0; p < f.np; ++p) f.vp.dual().at(p) = d[at++];
+  for (int p = 0; p < f.np; ++p) {
+    mat3 t;
+    for (int c = 0; c < 9; ++c) t.data()[c] = d[at++];
+    f.F.dual().at(p) = t;
+  }
+  for (int j = 0; j < f.m; ++j) f.w.dual().at(j) = d[at++];
+  f.s.dual().at() = d[at];
+}
+
+inline constexpr auto particle_measure = ctg::kernel<"particle_measure">(
+    [](auto xp, auto vp, auto F, auto gout, auto seed_x, auto seed_v, auto seed_F, auto seed_g, auto loss) {
+      return ctg::block(
+          ctg::range(xp.size(), [=](auto p) {
+            return loss() += seed_x[p] * xp[p] + seed_v[p] * ctg::sin(vp[p]) + ctg::trace(ctg::transpose(seed_F[p]) * F[p]);
+          }),
+          ctg::range(gout.size(), [=](auto i) { return loss() += seed_g[i] * gout[i]; }));
+    });
+inline double plain_measure(particle_state const& st) {
+  double loss = 0;
+  for (int p = 0; p < st.np; ++p)
+    loss += st.seed_x[p] * st.xp[p] + st.seed_v[p] * std::sin(st.vp[p]) + st.seed_F[p].cwiseProduct(st.F[p]).sum();
+  for (int i = 0; i < st.ng; ++i) loss += st.seed_g[i] * st.gout[i];
+  return loss;
+}
+
+inline std::vector<double> parameters(particle_state const& st) {
+  std::vector<double> p = st.xp;
+  p.insert(p.end(), st.vp.begin(), st.vp.end());
+  for (mat3 const& f : st.F) p.insert(p.end(), f.data(), f.data() + 9);
+  p.insert(p.end(), st.w.begin(), st.w.end());
+  p.push_back(st.s);
+  return p;
+}
+inline void set_parameters(particle_state& st, std::vector<double> const& p) {
+  auto at = p.begin();
+  std::copy(at, at + st.np, st.xp.begin());
+  at += st.np;
+  std::copy(at, at + st.np, st.vp.begin());
+  at += st.np;
+  for (mat3& f : st.F) std::copy(at, at + 9, f.data()), at += 9;
+  std::copy(at, at + st.m, st.w.begin());
+  st.s = p.back();
+}
+
+// As check_rollout: forward values against the plain steps, the taped
+// gradient on 1 and 3 threads against central differences, a checkpointed
+// rollout (two snapshots) against the full tape, the tangents against the
+// gradient.
+template <class Fields, class Step, class Plain>
+outcome check_particles(char const* name, Step const& step, int steps, Plain const& plain, unsigned seed_value) {
+  draw u(seed_value);
+  particle_state st;
+  st.np = 2503, st.ng = 64, st.m = 5;  // past the pool's inline_below
+  st.n = st.np;
+  st.inv_dx = st.ng, st.dt = 0.01;
+  st.xp.resize(std::size_t(st.np)), st.vp.resize(std::size_t(st.np)), st.F.resize(std::size_t(st.np));
+  st.seed_x.resize(std::size_t(st.np)), st.seed_v.resize(std::size_t(st.np)), st.seed_F.resize(std::size_t(st.np));
+  st.gv.resize(std::size_t(st.ng)), st.gm.resize(std::size_t(st.ng)), st.gout.resize(std::size_t(st.ng));
+  st.seed_g.resize(std::size_t(st.ng)), st.w.resize(std::size_t(st.m)), st.idx.resize(std::size_t(st.np));
+  for (double& x : st.xp) x = 0.5 + 0.25 * u();
+  u.fill(st.vp), u.fill(st.w), u.fill(st.seed_x), u.fill(st.seed_v), u.fill(st.seed_g);
+  u.fill(st.gv), u.fill(st.gm), u.fill(st.gout);
+  for (mat3& f : st.F)
+    for (int c = 0; c < 9; ++c) f.data()[c] = (c % 4 == 0 ? 1.0 : 0.0) + 0.2 * u();
+  for (mat3& f : st.seed_F)
+    for (int c = 0; c < 9; ++c) f.data()[c] = u();
+  u.fill_indices(st.idx, st.np);
+  st.s = u();
+  outcome r;
+  Fields f(st);
+  auto launch = [&] {
+    for (int t = 0; t < steps; ++t) step(f, run_values);
+    particle_measure(f.xp, f.vp, f.F, f.gout, f.seed_x, f.seed_v, f.seed_F, f.seed_g, f.loss);
+  };
+
+  particle_state want = st;
+  double const want_loss = plain(want);
+  load(f, st);
+  launch();
+  if (!close(f.loss.at(), want_loss, 1e-9))
+    report(r, name, "loss = " + std::to_string(f.loss.at()) + ", plain " + std::to_string(want_loss));
+  for (int p = 0; p < st.np; ++p) {
+    if (!close(f.xp.at(p), want.xp[p], 1e-9)) report(r, name, "final xp[" + std::to_string(p) + "] = " + std::to_string(f.xp.at(p)) + ", plain " + std::to_string(want.xp[p]));
+    if (!close(f.vp.at(p), want.vp[p], 1e-9)) report(r, name, "final vp[" + std::to_string(p) + "] = " + std::to_string(f.vp.at(p)) + ", plain " + std::to_string(want.vp[p]));
+    for (int c = 0; c < 9; ++c)
+      if (!close(f.F.at(p).data()[c], want.F[p].data()[c], 1e-9))
+        report(r, name, "final F[" + std::to_string(p) + "] differs from the plain one");
+  }
+  for (int i = 0; i < st.ng; ++i)
+    if (!close(f.gout.at(i), want.gout[i], 1e-9)) report(r, name, "final gout[" + std::to_string(i) + "] = " + std::to_string(f.gout.at(i)) + ", plain " + std::to_string(want.gout[i]));
+  if (r.failures) return r;
+  if (std::abs(want_loss) > 1e6 || largest(want.vp) > 1e6) {
+    r.unbounded = true;
+    return r;
+  }
+
+  auto gradient = [&] {
+    std::vector<double> g;
+    for (int p = 0; p < st.np; ++p) g.push_back(f.xp.grad().at(p));
+    for (int p = 0; p < st.np; ++p) g.push_back(f.vp.grad().at(p));
+    for (int p = 0; p < st.np; ++p) {
+      mat3 const d = f.F.grad().at(p);
+      g.insert(g.end(), d.data(), d.data() + 9);
+    }
+    for (int j = 0; j < st.m; ++j) g.push_back(f.w.grad().at(j));
+    g.push_back(f.s.grad().at());
+    return g;
+  };
+  ctg::set_num_threads(1);
+  load(f, st);
+  {
+    ctg::tape tape(f.loss);
+    tape.rollout(steps, [&](int) { step(f, run_values); }, ctg::checkpoint{.snapshots = 2});
+    particle_measure(f.xp, f.vp, f.F, f.gout, f.seed_x, f.seed_v, f.seed_F, f.seed_g, f.loss);
+    tape.backward();
+  }
+  std::vector<double> const checkpointed = gradient();
+  std::vector<double> grads[2];
+  for (int run = 0; run < 2; ++run) {
+    ctg::set_num_threads(run == 0 ? 1 : 3);
+    load(f, st);
+    {
+      ctg::tape tape(f.loss);
+      launch();
+      tape.backward();
+    }
+    grads[run] = gradient();
+  }
+  ctg::set_num_threads(0);
+  std::vector<double> const p = parameters(st);
+  for (std::size_t q = 0; q < p.size(); ++q)
+    if (!close(checkpointed[q], grads[0][q], 1e-12))
+      report(r, name, "gradient " + std::to_string(q) + " checkpointed " + std::to_string(checkpointed[q]) + ", taped " + std::to_string(grads[0][q]));
+  auto plain_loss = [&](std::vector<double> const& q) {
+    particle_state a = st;
+    set_parameters(a, q);
+    return plain(a);
+  };
+  std::size_t const np = std::size_t(st.np);
+  check_gradient_at(r, name, p, grads[0], grads[1], plain_loss, {{0, np}, {np, 2 * np}, {2 * np, 11 * np}, {11 * np, p.size()}});
+  std::vector<double> dir(p.size());
+  u.fill(dir);
+  load(f, st);
+  set_direction(f, dir);
+  for (int t = 0; t < steps; ++t) step(f, run_tangents);
+  particle_measure.fwd(f.xp, f.vp, f.F, f.gout, f.seed_x, f.seed_v, f.seed_F, f.seed_g, f.loss);
+  check_tangent(r, name, f.loss.dual().at(), grads[0], dir);
+  if constexpr (requires { f.tags_kept(); })
+    if (!f.tags_kept()) report(r, name, "a view wrote a member it does not view");
+  return r;
+}
+
 }  // namespace fuzz

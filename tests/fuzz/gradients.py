@@ -132,6 +132,7 @@ UNARY = [
     ("ctg::floor(%s * 2.0)", "std::floor(%s * 2.0)"),
     ("(%s * ctg::sign(%s))", "(%s * ((0.0 < %s) - (%s < 0.0)))"),
     ("ctg::cast<double>(ctg::cast<int>(%s * 3.0))", "double(int(%s * 3.0))"),
+    ("(ctg::ceil(%s * 1.5) + ctg::round(%s * 2.5))", "(std::ceil(%s * 1.5) + std::round(%s * 2.5))"),
 ]
 BINARY = [
     ("(%s + %s)", "(%s + %s)"),
@@ -282,6 +283,8 @@ def vector_reduction(rng, sc, depth):
         b = vexpr(rng, sc, depth - 1)
         return ("ctg::cross(%s, %s)" % (a[0], b[0]),
                 "fuzz::cross(fuzz::vec2(%s), fuzz::vec2(%s))" % (a[1], b[1]))
+    if r < 0.8:
+        return matrix3_reduction(rng, sc)
     e = [operand(rng, sc, 1)] + [expr(rng, sc, 1) for _ in range(3)]
     km, pm = "ctg::mat<2, 2>(%s)" % ", ".join(x[0] for x in e), "fuzz::make_mat2(%s)" % ", ".join(x[1] for x in e)
     r = rng.random()
@@ -296,9 +299,83 @@ def vector_reduction(rng, sc, depth):
     return "ctg::polar_r(%s)(ctg::c<%d>, ctg::c<%d>)" % (km, k, c), "fuzz::polar_r(%s, %d, %d)" % (pm, k, c)
 
 
+def matrix3(rng, sc):
+    """A 3x3 matrix: (kernel text, plain text): random entries around a
+    multiple of the identity, or a product, transpose or inverse of one."""
+    entries = []
+    for r in range(3):
+        for c in range(3):
+            e = expr(rng, sc, 1) if rng.random() < 0.45 else (constant(rng),) * 2
+            if r == c:
+                e = ("(1.5 + %s)" % e[0], "(1.5 + %s)" % e[1])
+            entries.append(e)
+    km = "ctg::mat<3, 3>(%s)" % ", ".join(x[0] for x in entries)
+    pm = "fuzz::make_mat3(%s)" % ", ".join(x[1] for x in entries)
+    r = rng.random()
+    if r < 0.15:
+        return "ctg::transpose(%s)" % km, "fuzz::mat3(%s.transpose())" % pm
+    if r < 0.3:
+        return "ctg::inverse(%s)" % km, "fuzz::mat3(%s.inverse())" % pm
+    if r < 0.4:
+        return ("(%s * ctg::outer(ctg::vec(%s, 0.5, 1.0), ctg::vec(1.0, %s, 0.25)))" % (km, entries[1][0], entries[5][0]),
+                "fuzz::mat3(%s * (fuzz::vec3(%s, 0.5, 1.0) * fuzz::vec3(1.0, %s, 0.25).transpose()))"
+                % (pm, entries[1][1], entries[5][1]))
+    return km, pm
+
+
+def matrix3_reduction(rng, sc, matrix=None):
+    """A scalar from a 3x3 matrix (a random one, or matrix: (kernel, plain)):
+    a determinant, a coefficient of a product or of a decomposition, an
+    eigenvalue, a cross product's component."""
+    km, pm = matrix or matrix3(rng, sc)
+    k, c = rng.randrange(3), rng.randrange(3)
+    r = rng.random()
+    if r < 0.15:
+        return "ctg::det(%s)" % km, "fuzz::mat3(%s).determinant()" % pm
+    if r < 0.3:
+        v = operand(rng, sc, 1)
+        return ("(%s * ctg::vec(%s, 0.5, -0.25))[ctg::c<%d>]" % (km, v[0], k),
+                "(fuzz::mat3(%s) * fuzz::vec3(%s, 0.5, -0.25))[%d]" % (pm, v[1], k))
+    if r < 0.42:
+        return "ctg::svd_sigma(%s)[ctg::c<%d>]" % (km, k), "fuzz::svd_sigma3(%s, %d)" % (pm, k)
+    if r < 0.54:
+        return "ctg::sym_eig_values(%s)[ctg::c<%d>]" % (km, k), "fuzz::sym_eig_value3(%s, %d)" % (pm, k)
+    if r < 0.66:
+        return ("ctg::polar_r(%s)(ctg::c<%d>, ctg::c<%d>)" % (km, k, c),
+                "fuzz::polar_r3(%s, %d, %d)" % (pm, k, c))
+    if r < 0.74:
+        return ("ctg::polar_s(%s)(ctg::c<%d>, ctg::c<%d>)" % (km, k, c),
+                "fuzz::polar_s3(%s, %d, %d)" % (pm, k, c))
+    if r < 0.84:
+        return "ctg::trace(ctg::transpose(%s) * %s)" % (km, km), "fuzz::mat3(%s).squaredNorm()" % pm
+    if r < 0.92:
+        a = operand(rng, sc, 1)
+        return ("ctg::cross(ctg::vec(%s, 1.0, 0.5), %s * ctg::vec(0.25, %s, 1.0))[ctg::c<%d>]" % (a[0], km, a[0], k),
+                "fuzz::vec3(%s, 1.0, 0.5).cross(fuzz::mat3(%s) * fuzz::vec3(0.25, %s, 1.0))[%d]" % (a[1], pm, a[1], k))
+    return ("ctg::norm(%s * ctg::vec(1.0, -0.5, 0.25))" % km,
+            "(fuzz::mat3(%s) * fuzz::vec3(1.0, -0.5, 0.25)).norm()" % pm)
+
+
 class Gen:
     # Bounds of nested loops: a launch argument, a number, a field's element.
     inner_bounds = [("m", "st.m"), ("3", "3"), ("idx[0] % 4 + 1", "st.idx[0] % 4 + 1")]
+
+    has_indices = True  # the launch has the index field idx
+
+    def loop_bounds(self, sc):
+        """(begin or None, end) pairs, (kernel, plain) each, of a nested
+        loop: fixed, from a field, or from the outer loop's index (a
+        triangular loop, possibly of no iteration). The index stays below 5,
+        the length of w, which the body may read at it."""
+        out = [(None, b) for b in self.inner_bounds]
+        i = sc.index
+        if i:
+            out += [(None, ("%s %% 5" % i,) * 2),
+                    (("%s %% 3" % i,) * 2, ("%s %% 3 + 2" % i,) * 2)]
+            if self.has_indices:
+                out.append((None, ("idx[%s] %% 4" % i, "st.idx[%s] %% 4" % i)))
+                out.append((("idx[%s] %% 2" % i, "st.idx[%s] %% 2" % i), ("m - 1", "st.m - 1")))
+        return out
 
     def __init__(self, rng):
         self.rng = rng
@@ -338,9 +415,12 @@ class Gen:
             if rng.random() < 0.3:
                 return ("ctg::static_range<3>([=](auto %s) { return %s; })" % (j, kb),
                         "for (int %s = 0; %s < 3; ++%s) { %s }" % (j, j, j, pb))
-            bound = rng.choice(self.inner_bounds)
-            return ("ctg::range(%s, [=](auto %s) { return %s; })" % (bound[0], j, kb),
-                    "for (int %s = 0; %s < %s; ++%s) { %s }" % (j, j, bound[1], j, pb))
+            begin, end = rng.choice(self.loop_bounds(sc))
+            if begin is None:
+                return ("ctg::range(%s, [=](auto %s) { return %s; })" % (end[0], j, kb),
+                        "for (int %s = 0; %s < %s; ++%s) { %s }" % (j, j, end[1], j, pb))
+            return ("ctg::range(%s, %s, [=](auto %s) { return %s; })" % (begin[0], end[0], j, kb),
+                    "for (int %s = %s; %s < %s; ++%s) { %s }" % (j, begin[1], j, end[1], j, pb))
         if r < 0.88 and nest > 0:
             # A while_ with a trip count of its own (data dependent).
             self.needs_adstack = True
@@ -398,6 +478,8 @@ class Gen:
             b = self.sink(sc, expr(rng, sc, 2), writes_t)
             return ("ctg::if_(%s > %s, %s, %s)" % (c1[0], c2[0], a[0], b[0]),
                     "if (%s > %s) { %s } else { %s }" % (c1[1], c2[1], a[1], b[1]))
+        if r < 0.55:
+            return self.vector_local_statement(sc, writes_t)
         # A let-block: locals, updates, loops, then a sink.
         count = rng.choice([1, 1, 2])
         names = [self.fresh("v") for _ in range(count)]
@@ -411,6 +493,80 @@ class Gen:
         p = "{ %s %s %s }" % (" ".join("double %s = %s;" % (n, e[1]) for n, e in zip(names, inits)),
                               " ".join(s[1] for s in stmts), last[1])
         return k, p
+
+    def vector_local_statement(self, sc, writes_t):
+        """A let-block on a 2-vector or 2x2 matrix local: component stores,
+        whole-value updates, a loop over it, then a sink of a scalar of it."""
+        rng = self.rng
+        a = self.fresh("a")
+        if rng.random() < 0.6:
+            init = vexpr(rng, sc, 2)
+            comps = ["%s[ctg::c<%d>]" % (a, k) for k in range(2)]
+            inner = sc.with_locals([])
+            inner.extra = sc.extra + [(c, "%s[%d]" % (a, k)) for k, c in enumerate(comps)]
+            stmts = []
+            for _ in range(rng.randint(1, 3)):
+                r = rng.random()
+                if r < 0.35:
+                    k = rng.randrange(2)
+                    e = expr(rng, inner, 2)
+                    stmts.append(("%s = %s" % (comps[k], e[0]), "%s[%d] = %s;" % (a, k, e[1])))
+                elif r < 0.6:
+                    e = [operand(rng, inner, 1)] + [expr(rng, inner, 1) for _ in range(3)]
+                    stmts.append(("%s = ctg::mat<2, 2>(%s) * %s" % (a, ", ".join(x[0] for x in e), a),
+                                  "%s = fuzz::vec2(fuzz::make_mat2(%s) * %s);" % (a, ", ".join(x[1] for x in e), a)))
+                elif r < 0.8:
+                    v = vexpr(rng, sc, 1)
+                    op = rng.choice(["+=", "-="])
+                    stmts.append(("%s %s %s" % (a, op, v[0]), "%s %s fuzz::vec2(%s);" % (a, op, v[1])))
+                else:
+                    e = operand(rng, inner, 1)
+                    stmts.append(("%s *= 0.5 + 0.25 * ctg::tanh(%s)" % (a, e[0]),
+                                  "%s *= 0.5 + 0.25 * std::tanh(%s);" % (a, e[1])))
+            r = rng.random()
+            if r < 0.4:
+                out = ("ctg::dot(%s, %s)" % (a, a), "%s.dot(%s)" % (a, a))
+            elif r < 0.7:
+                out = ("ctg::norm(%s + ctg::vec(2.0, 0.5))" % a, "(%s + fuzz::vec2(2.0, 0.5)).norm()" % a)
+            else:
+                out = expr(rng, inner, 1)
+                out = ("(%s + %s)" % (comps[1], out[0]), "(%s[1] + %s)" % (a, out[1]))
+            last = self.sink(inner, out, writes_t)
+            stmts.append(last)
+            kb = ", ".join(x[0] for x in stmts)
+            pb = " ".join(x[1] for x in stmts)
+            return ("ctg::let(%s, [=](auto %s) { return ctg::block(%s); })" % (init[0], a, kb),
+                    "{ fuzz::vec2 %s = %s; %s }" % (a, init[1], pb))
+        # A 2x2 matrix local.
+        e = [operand(rng, sc, 1)] + [expr(rng, sc, 1) for _ in range(3)]
+        init = ("ctg::mat<2, 2>(%s)" % ", ".join(x[0] for x in e), "fuzz::make_mat2(%s)" % ", ".join(x[1] for x in e))
+        inner = sc.with_locals([])
+        inner.extra = sc.extra + [("%s(ctg::c<%d>, ctg::c<%d>)" % (a, r, c), "%s(%d, %d)" % (a, r, c))
+                                  for r in range(2) for c in range(2)]
+        stmts = []
+        for _ in range(rng.randint(1, 2)):
+            r = rng.random()
+            if r < 0.4:
+                rr, cc = rng.randrange(2), rng.randrange(2)
+                v = expr(rng, inner, 2)
+                stmts.append(("%s(ctg::c<%d>, ctg::c<%d>) = %s" % (a, rr, cc, v[0]), "%s(%d, %d) = %s;" % (a, rr, cc, v[1])))
+            elif r < 0.7:
+                stmts.append(("%s = 0.5 * %s * ctg::transpose(%s)" % (a, a, a), "%s = fuzz::mat2(0.5 * %s * %s.transpose());" % (a, a, a)))
+            else:
+                j = self.fresh("j")
+                stmts.append(("ctg::range(2, [=](auto %s) { return %s = %s * ctg::mat<2, 2>(1.0, 0.25, -0.25, 1.0) + 0.125 * ctg::cast<double>(%s) * %s; })" % (j, a, a, j, a),
+                              "for (int %s = 0; %s < 2; ++%s) { %s = fuzz::mat2(%s * fuzz::make_mat2(1.0, 0.25, -0.25, 1.0) + 0.125 * double(%s) * %s); }" % (j, j, j, a, a, j, a)))
+        r = rng.random()
+        if r < 0.4:
+            out = ("ctg::det(%s)" % a, "%s.determinant()" % a)
+        elif r < 0.7:
+            k = rng.randrange(2)
+            out = ("ctg::svd_sigma(%s)[ctg::c<%d>]" % (a, k), "fuzz::svd_sigma(%s, %d)" % (a, k))
+        else:
+            out = ("ctg::trace(%s)" % a, "%s.trace()" % a)
+        stmts.append(self.sink(inner, out, writes_t))
+        return ("ctg::let(%s, [=](auto %s) { return ctg::block(%s); })" % (init[0], a, ", ".join(x[0] for x in stmts)),
+                "{ fuzz::mat2 %s = %s; %s }" % (a, init[1], " ".join(x[1] for x in stmts)))
 
     def serial_offload(self):
         """t[i] from t[i - 1]: a recurrence through a field, in order."""
@@ -484,7 +640,9 @@ class RolloutGen(Gen):
         rng = self.rng
         self.written = written
         i = self.fresh("i")
-        sc = Scope(index=i, fields=[(f, "st." + f, f not in written) for f in readable])
+        # ctrl(t, k): a control sequence, one row per step (t is the step).
+        sc = Scope(index=i, fields=[(f, "st." + f, f not in written) for f in readable],
+                   extra=[("ctrl(t, %s %% m)" % i, "st.C(t, %s %% st.m)" % i)])
         # One statement: a read of x[i] after a store to it in the same
         # launch is refused (CTG-AD-004), and the point here is what runs.
         k, p = self.body_statement(sc, False)
@@ -504,8 +662,8 @@ class RolloutGen(Gen):
         kb = block_of(offloads)[0]
         options = adstack_option(self)
         self.needs_adstack = False
-        k = ('auto k%d = ctg::kernel<"step_%d"%s>([](auto x, auto v, auto w, auto s, auto idx, int n, int m) {\n'
-             '    (void)x, (void)v, (void)w, (void)s, (void)idx, (void)n, (void)m;\n'
+        k = ('auto k%d = ctg::kernel<"step_%d"%s>([](auto x, auto v, auto w, auto s, auto idx, int n, int m, auto ctrl, int t) {\n'
+             '    (void)x, (void)v, (void)w, (void)s, (void)idx, (void)n, (void)m, (void)ctrl, (void)t;\n'
              '    return %s;\n  });' % (number, number, options, kb))
         return k, " ".join(o[1] for o in offloads)
 
@@ -514,6 +672,7 @@ class GridGen(Gen):
     """2-D offloads over ny x nx: stencils of g and u, stores and sums into h."""
 
     inner_bounds = [("m", "st.m"), ("3", "3")]
+    has_indices = False
 
     def grid_leaves(self, i, j, fields):
         out = [("w[%s %% m]" % j, "st.w[%s %% st.m]" % j),
@@ -597,11 +756,11 @@ def make_rollout(case_id, seed):
     rng = random.Random(seed)
     g = RolloutGen(rng)
     kernels = [g.kernel(k) for k in range(rng.randint(1, 3))]
-    steps = rng.randint(2, 5)
+    steps = rng.randint(2, 7)
     order = [rng.randrange(len(kernels)) for _ in range(rng.randint(1, 3))]
-    launches = " ".join("k%d(f.x, f.v, f.w, f.s, f.idx, f.n, f.m);" % k for k in order)
-    plain_steps = " ".join("step_%d(st);" % k for k in order)
-    plain_kernels = "\n".join("inline void step_%d(fuzz::rollout_state& st) { %s }" % (k, kp[1])
+    launches = " ".join("run(k%d, f.x, f.v, f.w, f.s, f.idx, f.n, f.m, f.ctrl, t);" % k for k in order)
+    plain_steps = " ".join("step_%d(st, step);" % k for k in order)
+    plain_kernels = "\n".join("inline void step_%d(fuzz::rollout_state& st, int t) { (void)t; %s }" % (k, kp[1])
                                for k, kp in enumerate(kernels))
     name = "rollout_%d" % case_id
     return """
@@ -614,12 +773,163 @@ inline double plain(fuzz::rollout_state& st) {
 }
 inline fuzz::outcome run() {
   %s
-  auto step = [&](fuzz::rollout_fields& f) { %s };
+  auto step = [&](fuzz::rollout_fields& f, int t, auto run) { %s };
   return fuzz::check_rollout("%s", step, %d, plain, %du);
 }
 }  // namespace case_%d
 """ % (seed, case_id, plain_kernels, steps, plain_steps, "\n  ".join(k[0] for k in kernels),
        launches, name, steps, seed & 0xffffffff, case_id)
+
+
+class ParticleGen(Gen):
+    """A particle-in-cell step after the MPM simulators: particles at xp
+    with velocities vp and 3x3 matrices F scatter to a 1-D grid through
+    quadratic B-spline weights at a cell computed from the position (an
+    integer index from data), the grid is updated, and the particles gather
+    from it and move; every step overwrites the particles' state in place."""
+
+    has_indices = False
+
+    def particle_scope(self, p, free):
+        """Scalars of particle p: its state, its F's coefficients, w, s."""
+        sc = Scope(index=p, fields=[(f, "st." + f, f in free) for f in ("xp", "vp")])
+        return sc
+
+    def stress(self, sc, F):
+        """A scalar of the particle's deformation (a 3x3 local)."""
+        rng = self.rng
+        km, pm = F
+        terms = [matrix3_reduction(rng, sc, (km, pm)) for _ in range(rng.randint(1, 2))]
+        e = expr(rng, sc, 1)
+        k = "0.25 * ctg::tanh(%s + %s)" % (" + ".join(t[0] for t in terms), e[0])
+        p = "0.25 * std::tanh(%s + %s)" % (" + ".join(t[1] for t in terms), e[1])
+        return k, p
+
+    def deformation(self, sc, F):
+        """F's update: F + dt * A F with A from the particle's scalars."""
+        rng = self.rng
+        km, pm = F
+        entries = []
+        for _ in range(9):
+            e = expr(rng, sc, 1) if rng.random() < 0.4 else (constant(rng),) * 2
+            entries.append(e)
+        ka = "ctg::mat<3, 3>(%s)" % ", ".join(x[0] for x in entries)
+        pa = "fuzz::make_mat3(%s)" % ", ".join(x[1] for x in entries)
+        r = rng.random()
+        if r < 0.5:
+            return "%s + 0.05 * %s * %s" % (km, ka, km), "fuzz::mat3(%s + 0.05 * %s * %s)" % (pm, pa, pm)
+        if r < 0.75:
+            return ("ctg::polar_r(%s) + 0.05 * %s" % (km, ka),
+                    "fuzz::mat3(fuzz::polar_rotation3(%s) + 0.05 * %s)" % (pm, pa))
+        return ("0.5 * (%s + ctg::transpose(%s)) + 0.05 * %s" % (km, km, ka),
+                "fuzz::mat3(0.5 * (%s + %s.transpose()) + 0.05 * %s)" % (pm, pm, pa))
+
+    def p2g(self):
+        rng = self.rng
+        p = self.fresh("p")
+        sc = self.particle_scope(p, free=("xp", "vp"))
+        F = self.fresh("F")
+        inner = sc.with_locals([])
+        inner.extra = [("%s(ctg::c<%d>, ctg::c<%d>)" % (F, r, c), "%s(%d, %d)" % (F, r, c))
+                       for r in range(3) for c in range(3) if rng.random() < 0.3]
+        stress = self.stress(inner, (F, F))
+        momentum = expr(rng, inner, 2)
+        update_F = rng.random() < 0.7
+        newF = self.deformation(inner, (F, F)) if update_F else None
+        k = ("ctg::range(np, [=](auto {p}) {{ return ctg::let(ctg::cast<int>(xp[{p}] * inv_dx - 0.5), F[{p}], [=](auto base, auto {F}) {{\n"
+             "      return ctg::let(xp[{p}] * inv_dx - ctg::cast<double>(base), [=](auto fx) {{\n"
+             "        return ctg::let(fuzz::bspline_weights(fx), {stress}, 0.5 * vp[{p}] + 0.25 * {mom}, [=](auto wt, auto stress, auto mom) {{\n"
+             "          return ctg::block({setF}ctg::static_range<3>([=](auto k) {{\n"
+             "            auto const dpos = (ctg::cast<double>(k) - fx) / inv_dx;\n"
+             "            return ctg::block(gv[base + k] += wt[k] * (mom + stress * dpos), gm[base + k] += wt[k]);\n"
+             "          }}));\n"
+             "        }});\n      }});\n    }}); }})").format(
+                 p=p, F=F, stress=stress[0], mom=momentum[0],
+                 setF=("%s = %s, F[%s] = %s, " % (F, newF[0], p, F)) if update_F else "")
+        pl = ("for (int {p} = 0; {p} < st.np; ++{p}) {{ int base = int(st.xp[{p}] * st.inv_dx - 0.5); fuzz::mat3 {F} = st.F[{p}];\n"
+              "  double fx = st.xp[{p}] * st.inv_dx - double(base);\n"
+              "  fuzz::vec3 wt = fuzz::bspline(fx); double stress = {stress}; double mom = 0.5 * st.vp[{p}] + 0.25 * {mom};\n"
+              "  {setF}\n"
+              "  for (int k = 0; k < 3; ++k) {{ double dpos = (double(k) - fx) / st.inv_dx;\n"
+              "    st.gv[base + k] += wt[k] * (mom + stress * dpos); st.gm[base + k] += wt[k]; }} }}").format(
+                  p=p, F=F, stress=stress[1], mom=momentum[1],
+                  setF=("%s = %s; st.F[%s] = %s;" % (F, newF[1], p, F)) if update_F else "")
+        return k, pl
+
+    def grid_update(self):
+        rng = self.rng
+        i = self.fresh("i")
+        sc = Scope(index=i, extra=[("s()", "st.s")])
+        e = expr(rng, sc, 1)
+        walls = rng.random() < 0.6
+        k = ("ctg::range(ng, [=](auto {i}) {{ return ctg::let(gv[{i}] / (gm[{i}] + 1e-3) + 0.01 * {e}, [=](auto g) {{\n"
+             "      return ctg::block({wall}gout[{i}] = g); }}); }})").format(
+                 i=i, e=e[0], wall=("ctg::if_((%s < 4 && g < 0) || (%s > ng - 5 && g > 0), g = 0.0), " % (i, i)) if walls else "")
+        pl = ("for (int {i} = 0; {i} < st.ng; ++{i}) {{ double g = st.gv[{i}] / (st.gm[{i}] + 1e-3) + 0.01 * {e};\n"
+              "  {wall} st.gout[{i}] = g; }}").format(
+                  i=i, e=e[1], wall=("if ((%s < 4 && g < 0) || (%s > st.ng - 5 && g > 0)) g = 0.0;" % (i, i)) if walls else "")
+        return k, pl
+
+    def g2p(self):
+        rng = self.rng
+        p = self.fresh("p")
+        sc = self.particle_scope(p, free=())
+        sc = sc.with_locals(["nv"])
+        blend = expr(rng, sc, 1)
+        k = ("ctg::range(np, [=](auto {p}) {{ return ctg::let(ctg::cast<int>(xp[{p}] * inv_dx - 0.5), [=](auto base) {{\n"
+             "      return ctg::let(fuzz::bspline_weights(xp[{p}] * inv_dx - ctg::cast<double>(base)), 0.0, [=](auto wt, auto nv) {{\n"
+             "        return ctg::block(ctg::static_range<3>([=](auto k) {{ return nv += wt[k] * gout[base + k]; }}),\n"
+             "                          nv += 0.1 * ctg::tanh({blend}), vp[{p}] = nv,\n"
+             "                          xp[{p}] = ctg::clamp(xp[{p}] + dt * nv, 0.2, 0.8));\n"
+             "      }});\n    }}); }})").format(p=p, blend=blend[0])
+        pl = ("for (int {p} = 0; {p} < st.np; ++{p}) {{ int base = int(st.xp[{p}] * st.inv_dx - 0.5);\n"
+              "  fuzz::vec3 wt = fuzz::bspline(st.xp[{p}] * st.inv_dx - double(base)); double nv = 0.0;\n"
+              "  for (int k = 0; k < 3; ++k) nv += wt[k] * st.gout[base + k];\n"
+              "  nv += 0.1 * std::tanh({blend}); st.vp[{p}] = nv;\n"
+              "  st.xp[{p}] = std::clamp(st.xp[{p}] + st.dt * nv, 0.2, 0.8); }}").format(p=p, blend=blend[1])
+        return k, pl
+
+
+def make_particles(case_id, seed):
+    rng = random.Random(seed)
+    g = ParticleGen(rng)
+    FUNCS.clear()
+    clear = ("ctg::range(ng, [=](auto i) { return ctg::block(gv[i] = 0.0, gm[i] = 0.0); })",
+             "for (int i = 0; i < st.ng; ++i) { st.gv[i] = 0.0; st.gm[i] = 0.0; }")
+    offloads = [clear, g.p2g(), g.grid_update(), g.g2p()]
+    # One kernel, or two (scatter and grid update; gather), launched in turn.
+    split = rng.choice([4, 3, 2])
+    parts = [offloads[:split], offloads[split:]] if split < 4 else [offloads]
+    signature = ("auto xp, auto vp, auto F, auto gv, auto gm, auto gout, auto w, auto s, auto idx, "
+                 "int np, int ng, int n, int m, double inv_dx, double dt")
+    kernels = []
+    for n, part in enumerate(parts):
+        kernels.append('auto k%d = ctg::kernel<"particles_%d_%d"%s>([](%s) {\n'
+                       '    (void)xp, (void)vp, (void)F, (void)gv, (void)gm, (void)gout, (void)w, (void)s, (void)idx, (void)np, (void)ng, (void)n, (void)m, (void)inv_dx, (void)dt;\n'
+                       '    return %s;\n  });' % (n, case_id, n, adstack_option(g), signature, block_of(part)[0]))
+    launches = " ".join("run(k%d, f.xp, f.vp, f.F, f.gv, f.gm, f.gout, f.w, f.s, f.idx, f.np, f.ng, f.np, f.m, f.inv_dx, f.dt);" % n
+                        for n in range(len(parts)))
+    steps = rng.randint(2, 4)
+    # The particles in fields of their own, or in an array of structs of the
+    # program's, viewed member by member.
+    fields = rng.choice(["particle_fields", "particle_views"])
+    return """
+// seed %d (particles)
+namespace case_%d {
+inline double plain(fuzz::particle_state& st) {
+  for (int step = 0; step < %d; ++step) {
+    %s
+  }
+  return fuzz::plain_measure(st);
+}
+inline fuzz::outcome run() {
+  %s
+  auto step = [&](auto& f, auto run) { %s };
+  return fuzz::check_particles<fuzz::%s>("particles_%d", step, %d, plain, %du);
+}
+}  // namespace case_%d
+""" % (seed, case_id, steps, "\n    ".join(o[1] for o in offloads), "\n  ".join(kernels), launches,
+       fields, case_id, steps, seed & 0xffffffff, case_id)
 
 
 def translation_unit(cases, kind):
@@ -659,7 +969,7 @@ def compile_and_run(path, compiler, flags):
     return ("run-%d" % r.returncode), r.stdout + r.stderr
 
 
-MAKERS = {"kernel": make_case, "rollout": make_rollout, "grid": make_grid}
+MAKERS = {"kernel": make_case, "rollout": make_rollout, "grid": make_grid, "particles": make_particles}
 
 
 def main():
@@ -673,7 +983,8 @@ def main():
     ap.add_argument("--flags", default="", help="extra compiler flags, e.g. -fsanitize=address,undefined")
     ap.add_argument("--kind", default="kernel",
                     help="comma-separated: kernel (one kernel: k.grad, k.fwd, value_and_grad), "
-                         "rollout (kernels updating state in place, on a tape), grid (2-D stencils)")
+                         "rollout (kernels updating state in place, on a tape), grid (2-D stencils), "
+                         "particles (particle-in-cell steps: scatter and gather at cells computed from data)")
     ap.add_argument("--print", type=int, help="print the case with this seed and exit")
     args = ap.parse_args()
     if args.print is not None:
