@@ -18,6 +18,7 @@
 #include "errors.hpp"
 #include "eval/status.hpp"
 #include "field.hpp"
+#include "ir/misuse.hpp"
 #include "ir/statement_trace.hpp"
 #include "memory/space.hpp"
 
@@ -200,6 +201,10 @@ CTG_RUNTIME_INLINE void raise_dropped_statement(std::string_view kernel, ir::dro
     what = ir::describe(dropped->info.kind);
     if (dropped->info.param >= 0) what += describe_param(dropped->info.param, args);
     if (dropped->func[0]) where = " in func '" + std::string(dropped->func) + "'";
+    // Written on a line of its own, an assignment to a func's argument would
+    // have changed nothing even if it were kept: its own message.
+    if (dropped->info.kind == ir::statement_kind::assigned_value)
+      throw launch_error(kernel_prefix(kernel) + where + ": " + CTG_IMPL_MSG_EXPR_017);
   }
   throw launch_error(kernel_prefix(kernel) + where + ": CTG-EXPR-010 a statement is built and dropped: " + what +
                      " is written on a line of its own, and the body neither returns it nor lists it in "

@@ -46,6 +46,27 @@ TEST_CASE("a store dropped from a loop body that returns another statement is an
   }
 }
 
+TEST_CASE("an assignment to a func's argument on a line of its own is CTG-EXPR-017 at the launch") {
+  // Kept in the body, the same assignment fails to compile with the ID
+  // (tests/compile_fail/expr017_assign_argument.cpp); dropped, only the
+  // launch can see it, and the func would have returned v * 2 + 1 had the
+  // argument been a reference.
+  ctg::field<double, 1> x({4}, {.name = "x"}), y({4}, {.name = "y"});
+  auto twice_plus_one = ctg::func<"twice_plus_one">([](auto e, auto v) {
+    e = v * 2.0;  // a value: changes nothing the caller sees
+    return e + 1.0;
+  });
+  auto k = ctg::kernel<"assign_argument">([=](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = twice_plus_one(y[i], x[i]); });
+  });
+  x.fill(1.0);
+  std::string const what = launch_message([&] { k(x, y); });
+  CHECK(contains(what, "kernel 'assign_argument' in func 'twice_plus_one'"));
+  CHECK(contains(what, "CTG-EXPR-017 assignment to a value"));
+  CHECK(contains(what, "Fix: a func that updates an element takes the field and the index"));
+  for (int i = 0; i < 4; ++i) CHECK(std::as_const(y).at(i) == 0.0);
+}
+
 TEST_CASE("dropped statements of every kind are named, with the func that built them") {
   ctg::field<float, 1> x({8}, {.name = "x"}), y({8}, {.name = "y"});
   SUBCASE("an accumulation in a func") {

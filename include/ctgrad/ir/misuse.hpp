@@ -16,6 +16,7 @@
 
 #include "../detail/meta.hpp"
 #include "node.hpp"
+#include "statement_trace.hpp"
 
 namespace ctg::ir {
 
@@ -23,6 +24,7 @@ enum class misuse_kind {
   index_count,     // f(i, ...) with another number of indices than the field's rank
   subscript_rank,  // f[i] on a field of rank > 1
   missing_return,  // a loop body that returns nothing (Param -1: no field)
+  assigned_value,  // =, +=, ... on a value: a func's argument, a loop index (Param -1)
 };
 
 // The name of the func scope that marks a misuse: Param is the kernel
@@ -52,5 +54,56 @@ struct first_misuse<C<Ts...>> {
 };
 template <class T>
 using first_misuse_t = typename first_misuse<T>::type;
+
+// An assignment to a value (node's assignment operators, node.hpp): raised
+// by the launch from the type of the kernel when the statement is kept
+// (check/diagnostics.hpp), and from the statement trace when it is written
+// on a line of its own and dropped (launch_errors.hpp).
+#define CTG_IMPL_MSG_EXPR_017 \
+  "CTG-EXPR-017 assignment to a value: only a let-local or a field element can be assigned (=, +=, -=, *=, /=); "\
+  "a func's arguments, loop indices and expressions are values, not references to the caller's. Fix: a func "\
+  "that updates an element takes the field and the index (f(y, i, v) returning y[i] = ...) or returns the new "\
+  "value for the caller to store (y[i] = f(y[i], v)); to change an argument inside a func, copy it into a "\
+  "ctg::let local"
+
+// The statement such an assignment builds: empty, marked as the mistake, so
+// that the kernel still builds around it and one error prints.
+using assigned_value_statement = node<op::func_scope<misuse<misuse_kind::assigned_value, -1, 0, 0>>, node<op::block>>;
+
+template <>
+struct traced_statement<assigned_value_statement> {
+  static constexpr statement_info info{statement_kind::assigned_value};
+};
+
+constexpr assigned_value_statement assignment_to_value() {
+  note_built({statement_kind::assigned_value});
+  return {};
+}
+
+template <class Op, class... Kids>
+template <class E>
+constexpr auto node<Op, Kids...>::operator=(E const&) const {
+  return assignment_to_value();
+}
+template <class Op, class... Kids>
+template <class E>
+constexpr auto node<Op, Kids...>::operator+=(E const&) const {
+  return assignment_to_value();
+}
+template <class Op, class... Kids>
+template <class E>
+constexpr auto node<Op, Kids...>::operator-=(E const&) const {
+  return assignment_to_value();
+}
+template <class Op, class... Kids>
+template <class E>
+constexpr auto node<Op, Kids...>::operator*=(E const&) const {
+  return assignment_to_value();
+}
+template <class Op, class... Kids>
+template <class E>
+constexpr auto node<Op, Kids...>::operator/=(E const&) const {
+  return assignment_to_value();
+}
 
 }  // namespace ctg::ir

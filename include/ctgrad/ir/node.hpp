@@ -47,6 +47,23 @@ struct node {
     static_assert(detail::dependent_false<Op>, CTG_IMPL_MSG_EXPR_016);
     return false;
   }
+
+  // Only let-locals and field elements (ctg::ir::lvalue, expr.hpp) are
+  // assigned; a node is a value: a func's argument, a loop index, an
+  // expression. Assigning one builds an empty statement marked as the mistake,
+  // which the launch reports (CTG-EXPR-017, ir/misuse.hpp), where an
+  // overload error would name none of it. Copying a node of the same type is
+  // the implicit copy assignment, which a template never replaces.
+  template <class E>
+  constexpr auto operator=(E const&) const;
+  template <class E>
+  constexpr auto operator+=(E const&) const;
+  template <class E>
+  constexpr auto operator-=(E const&) const;
+  template <class E>
+  constexpr auto operator*=(E const&) const;
+  template <class E>
+  constexpr auto operator/=(E const&) const;
 };
 
 template <class T>

@@ -37,6 +37,7 @@ enum class statement_kind : unsigned char {
   condition,  // if_
   while_loop,
   loop,  // range, serial_range, ndrange, each, static_range
+  assigned_value,  // =, +=, ... on a func's argument or a loop index (CTG-EXPR-017, ir/misuse.hpp)
 };
 
 // How a message names a statement of that kind (a store or an accumulation
@@ -50,6 +51,7 @@ constexpr char const* describe(statement_kind kind) {
     case statement_kind::condition: return "an if_";
     case statement_kind::while_loop: return "a while_";
     case statement_kind::loop: return "a loop";
+    case statement_kind::assigned_value: return "an assignment to a value";
     case statement_kind::untraced: break;
   }
   return "a statement";
