@@ -454,6 +454,10 @@ constexpr auto flatten(S const& s) {
   using Op = typename S::op_type;
   if constexpr (std::is_same_v<Op, op::block>) {
     return detail::apply([](auto const&... k) { return tuple_cat_all(flatten(k)...); }, s.kids);
+  } else if constexpr (!std::is_void_v<first_misuse_t<Op>>) {
+    // A statement marked as a mistake (ir/misuse.hpp) stays one piece, empty
+    // as it is, so that the launch finds it in the offloads and reports it.
+    return detail::make_tuple(s);
   } else if constexpr (is_func_scope_op<Op>) {
     return detail::apply([](auto const&... piece) { return detail::make_tuple(rebuild(Op{}, piece)...); },
                          flatten(kid<0>(s)));
