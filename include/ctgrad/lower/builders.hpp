@@ -5,6 +5,8 @@
 // (loop level, slots in use, func chain). That is why a func can never reset
 // the loop level: it is lowered where it is called.
 #pragma once
+#include <array>
+#include <bit>
 #include <type_traits>
 #include <utility>
 
@@ -123,6 +125,32 @@ template <class T>
 inline constexpr bool is_field_handle_v = is_field_handle<std::remove_cvref_t<T>>::value;
 
 // ---- pending constructs ------------------------------------------------------
+// A body lambda is called after the function that made it has returned (the
+// kernel's lambda, or the body around it), so a reference it captured would
+// read a local that no longer exists: a wrong value, not an error. A closure
+// holds a reference (or a pointer: `this`) exactly when it cannot be made
+// from bytes in a constant expression (std::bit_cast, [bit.cast]); that test
+// needs a trivially copyable literal type, so a closure that copies a value
+// of another type (an Eigen matrix) is not tested.
+template <int>
+struct constant_probe {};
+template <class F>
+inline constexpr bool captures_by_value_v =
+    !std::is_trivially_copyable_v<F> || !__is_literal_type(F) ||
+    requires { typename constant_probe<(std::bit_cast<F>(std::array<unsigned char, sizeof(F)>{}), 0)>; };
+
+// Asserted by every builder that keeps a body (in the function, not in the
+// pending type, so that the kernel still builds around it and one error
+// prints).
+template <class F>
+constexpr void require_capture_by_value() {
+  static_assert(captures_by_value_v<F>,
+                "CTG-EXPR-018 a loop or let body captures by reference ([&], &x) or holds a pointer (this): ctgrad "
+                "calls the body while it builds the kernel, after the function that made the lambda has returned, "
+                "so the reference would read a local that no longer exists. Fix: capture by value, [=] (a member "
+                "through a local copy, or [=, *this])");
+}
+
 // A loop whose body lambda has not been called yet. Bounds: begin_0.., end_0...
 template <loop_kind K, int Axes, class F, class... Bounds>
 struct pending_loop : pending_tag {
@@ -171,6 +199,7 @@ constexpr auto as_bound(B const& b) {
 // scalar parameters, field loads or any integer expression.
 template <ir::dsl_operand N, class F>
 constexpr auto range(N const& n, F body) {
+  ir::require_capture_by_value<F>();
   using ir::as_bound;
   auto lo = ir::c<0>;
   auto hi = as_bound(n);
@@ -180,6 +209,7 @@ constexpr auto range(N const& n, F body) {
 }
 template <ir::dsl_operand B, ir::dsl_operand E, class F>
 constexpr auto range(B const& b, E const& e, F body) {
+  ir::require_capture_by_value<F>();
   using ir::as_bound;
   auto lo = as_bound(b);
   auto hi = as_bound(e);
@@ -192,6 +222,7 @@ constexpr auto range(B const& b, E const& e, F body) {
 // the adjoint), so iterations may read what earlier ones wrote.
 template <ir::dsl_operand N, class F>
 constexpr auto serial_range(N const& n, F body) {
+  ir::require_capture_by_value<F>();
   using ir::as_bound;
   auto lo = ir::c<0>;
   auto hi = as_bound(n);
@@ -201,6 +232,7 @@ constexpr auto serial_range(N const& n, F body) {
 }
 template <ir::dsl_operand B, ir::dsl_operand E, class F>
 constexpr auto serial_range(B const& b, E const& e, F body) {
+  ir::require_capture_by_value<F>();
   using ir::as_bound;
   auto lo = as_bound(b);
   auto hi = as_bound(e);
@@ -216,6 +248,7 @@ constexpr auto ndrange(A const&... a) {
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     auto all = detail::tuple<A const&...>{{{a}...}};
     auto body = detail::get<sizeof...(A) - 1>(all);
+    ir::require_capture_by_value<decltype(body)>();
     constexpr int axes = int(sizeof...(A)) - 1;
     auto his = detail::make_tuple(ir::as_bound(detail::get<Is>(all))...);
     ir::note_built({ir::statement_kind::loop});
@@ -230,6 +263,7 @@ constexpr auto ndrange(A const&... a) {
 template <int I, class T, int R, bool G, bool D, ir::buffer B, class F>
 constexpr auto each(ir::field_handle<I, T, R, G, D, B> const&, F body) {
   static_assert(R >= 1, "each(f, body) iterates a field of rank >= 1");
+  ir::require_capture_by_value<F>();
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     ir::note_built({ir::statement_kind::loop});
     return ir::pending_loop<ir::loop_kind::range, R, F,
@@ -243,6 +277,7 @@ constexpr auto each(ir::field_handle<I, T, R, G, D, B> const&, F body) {
 // the body receives ctg::c<k>. Not a loop for the checks (no level).
 template <long long B, long long E = -1, class F>
 constexpr auto static_range(F body) {
+  ir::require_capture_by_value<F>();
   ir::note_built({ir::statement_kind::loop});
   if constexpr (E == -1)
     return ir::pending_static_loop<0, B, F>{{}, body};
@@ -259,6 +294,7 @@ template <class... A>
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     auto all = detail::tuple<A const&...>{{{a}...}};
     auto body = detail::get<sizeof...(A) - 1>(all);
+    ir::require_capture_by_value<decltype(body)>();
     return ir::pending_let<decltype(body), decltype(ir::as_expr(detail::get<Is>(all)))...>{
         {}, {{{ir::as_expr(detail::get<Is>(all))}...}}, body};
   }(std::make_index_sequence<sizeof...(A) - 1>{});
