@@ -7,6 +7,7 @@
 // gradient on one thread and on several.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -320,6 +321,43 @@ namespace fuzz {
 inline constexpr auto run_values = [](auto const& k, auto&&... args) { k(args...); };
 inline constexpr auto run_tangents = [](auto const& k, auto&&... args) { k.fwd(args...); };
 
+// The gradient of a rollout's loss under a tape recording every step, on 1
+// thread and on 3 (returned in that order), and under tape.rollout with two
+// snapshots on 1 thread, which must equal the first to 1e-12. load() resets
+// the state, step(t) makes step t's launches, measure() launches the loss,
+// gradient() reads the parameters' gradients.
+template <class Loss, class Load, class Step, class Measure, class Gradient>
+std::array<std::vector<double>, 2> taped_gradients(outcome& r, char const* name, Loss& loss, int steps, Load const& load,
+                                                   Step const& step, Measure const& measure,
+                                                   Gradient const& gradient) {
+  ctg::set_num_threads(1);
+  load();
+  {
+    ctg::tape tape(loss);
+    tape.rollout(steps, [&](int t) { step(t); }, ctg::checkpoint{.snapshots = 2});
+    measure();
+    tape.backward();
+  }
+  std::vector<double> const checkpointed = gradient();
+  std::array<std::vector<double>, 2> grads;
+  for (int run = 0; run < 2; ++run) {
+    ctg::set_num_threads(run == 0 ? 1 : 3);
+    load();
+    {
+      ctg::tape tape(loss);
+      for (int t = 0; t < steps; ++t) step(t);
+      measure();
+      tape.backward();
+    }
+    grads[std::size_t(run)] = gradient();
+  }
+  ctg::set_num_threads(0);
+  for (std::size_t q = 0; q < checkpointed.size(); ++q)
+    if (!close(checkpointed[q], grads[0][q], 1e-12))
+      report(r, name, "gradient " + std::to_string(q) + " checkpointed " + std::to_string(checkpointed[q]) + ", taped " + std::to_string(grads[0][q]));
+  return grads;
+}
+
 // A rollout case: state x, v updated in place by the case's kernels over
 // several steps under a tape, then a loss of the final state. Parameters:
 // the initial x and v, w and s.
@@ -453,36 +491,15 @@ outcome check_rollout(char const* name, Step const& step, int steps, Plain const
     g.push_back(f.s.grad().at());
     return g;
   };
-  ctg::set_num_threads(1);
-  f.load(st);
-  {
-    ctg::tape tape(f.loss);
-    tape.rollout(steps, [&](int t) { step(f, t, run_values); }, ctg::checkpoint{.snapshots = 2});
-    measure(f.x, f.v, f.seed, f.loss);
-    tape.backward();
-  }
-  std::vector<double> const checkpointed = gradient();
-  std::vector<double> grads[2];
-  for (int run = 0; run < 2; ++run) {
-    ctg::set_num_threads(run == 0 ? 1 : 3);
-    f.load(st);
-    {
-      ctg::tape tape(f.loss);
-      launch();
-      tape.backward();
-    }
-    grads[run] = gradient();
-  }
-  ctg::set_num_threads(0);
+  auto const grads = taped_gradients(
+      r, name, f.loss, steps, [&] { f.load(st); }, [&](int t) { step(f, t, run_values); },
+      [&] { measure(f.x, f.v, f.seed, f.loss); }, gradient);
   auto plain_loss = [&](std::vector<double> const& p) {
     rollout_state a = st;
     set_parameters(a, p);
     return plain(a);
   };
   std::vector<double> const p = parameters(st);
-  for (std::size_t q = 0; q < p.size(); ++q)
-    if (!close(checkpointed[q], grads[0][q], 1e-12))
-      report(r, name, "gradient " + std::to_string(q) + " checkpointed " + std::to_string(checkpointed[q]) + ", taped " + std::to_string(grads[0][q]));
   std::size_t const un = std::size_t(n);
   check_gradient_at(r, name, p, grads[0], grads[1], plain_loss, {{0, un}, {un, 2 * un}, {2 * un, p.size()}});
   std::vector<double> dir(p.size());
@@ -911,31 +928,10 @@ outcome check_particles(char const* name, Step const& step, int steps, Plain con
     g.push_back(f.s.grad().at());
     return g;
   };
-  ctg::set_num_threads(1);
-  load(f, st);
-  {
-    ctg::tape tape(f.loss);
-    tape.rollout(steps, [&](int) { step(f, run_values); }, ctg::checkpoint{.snapshots = 2});
-    particle_measure(f.xp, f.vp, f.F, f.gout, f.seed_x, f.seed_v, f.seed_F, f.seed_g, f.loss);
-    tape.backward();
-  }
-  std::vector<double> const checkpointed = gradient();
-  std::vector<double> grads[2];
-  for (int run = 0; run < 2; ++run) {
-    ctg::set_num_threads(run == 0 ? 1 : 3);
-    load(f, st);
-    {
-      ctg::tape tape(f.loss);
-      launch();
-      tape.backward();
-    }
-    grads[run] = gradient();
-  }
-  ctg::set_num_threads(0);
+  auto const grads = taped_gradients(
+      r, name, f.loss, steps, [&] { load(f, st); }, [&](int) { step(f, run_values); },
+      [&] { particle_measure(f.xp, f.vp, f.F, f.gout, f.seed_x, f.seed_v, f.seed_F, f.seed_g, f.loss); }, gradient);
   std::vector<double> const p = parameters(st);
-  for (std::size_t q = 0; q < p.size(); ++q)
-    if (!close(checkpointed[q], grads[0][q], 1e-12))
-      report(r, name, "gradient " + std::to_string(q) + " checkpointed " + std::to_string(checkpointed[q]) + ", taped " + std::to_string(grads[0][q]));
   auto plain_loss = [&](std::vector<double> const& q) {
     particle_state a = st;
     set_parameters(a, q);
