@@ -178,10 +178,22 @@ struct passed_recorded {
 
 // One side of a select's record, recorded only when that side is taken.
 // Its storage constructs nothing: only the side taken is built, in place,
-// by record(), and the other is never read. A copy copies the bytes; which
-// side holds a record is in the condition's record.
-template <class T>
+// by record(), and the other is never read. Which side holds a record is in
+// the condition's record. When T is trivially copyable, so is this (the
+// union's own copy): a user-written copy would make every record holding
+// this one non-trivially copyable, which costs the optimiser (g++ 12 at -O3
+// failed to build such a record in place). A specialisation rather than
+// constrained copy operations, which clang 14 does not count as trivial.
+template <class T, bool = std::is_trivially_copyable_v<T>>
 struct side_record {
+  union {
+    T record;
+  };
+  CTG_HOST_DEVICE side_record() {}
+};
+// Otherwise a copy copies the bytes.
+template <class T>
+struct side_record<T, false> {
   union {
     T record;
   };
