@@ -1,9 +1,11 @@
 // Blocks longer than a fold expression may be in clang (256 operands, its
 // -fbracket-depth): ctg::block builds more than 128 statements as blocks of
 // at most 128 inside one, and the passes over a frame's slots expand their
-// packs without folds. Built by the other compilers too
-// (tests/run_vectorised.cmake). Expected values: the same recurrence in
-// plain C++, with its derivative carried alongside (a hand-written tangent).
+// packs without folds; so do the checks' passes over pairs of accesses,
+// whose count grows with the square of the body's. Built by the other
+// compilers too (tests/run_vectorised.cmake). Expected values: the same
+// recurrences in plain C++, with their derivatives carried alongside (a
+// hand-written tangent).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -97,4 +99,48 @@ TEST_CASE("a loop around 260 statements carries its locals on the adstack") {
         return std::pair{v, dv};
       },
       1e-10);
+}
+
+namespace {
+
+constexpr int rows = 24;
+
+// y(0, i) = sin(x[i]), then y(k, i) = y(k - 1, i) c_k + x[i]: 24 stores
+// into one field with a gradient and 23 loads of it in one parallel body,
+// so the checks judge 300 pairs of stores and 552 of stores and loads,
+// each pair a step of a pack expansion.
+template <std::size_t... Ks, class X, class Y, class I>
+auto row_chain(X x, Y y, I i, std::index_sequence<Ks...>) {
+  return ctg::block(y(ctg::c<0>, i) = ctg::sin(x[i]),
+                    (y(ctg::c<int(Ks) + 1>, i) = y(ctg::c<int(Ks)>, i) * coefficient(Ks + 1) + x[i])...);
+}
+
+}  // namespace
+
+TEST_CASE("a parallel body of 24 stores into one field: more pairs to check than a fold may have operands") {
+  auto k = ctg::kernel<"many_rows">([](auto x, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return row_chain(x, y, i, std::make_index_sequence<rows - 1>{}); });
+  });
+  std::vector<double> const xv{-1.1, 0.0, 0.4, 1.9};
+  int const n = int(xv.size());
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"});
+  ctg::field<double, 2, ctg::grad> y({rows, n}, {.name = "y"});
+  x.copy_from(xv);
+  k(x, y);
+  y.grad().fill(1.0);
+  k.grad(x, y);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    // The rows and their derivatives in x, summed for the gradient (every
+    // row's seed is 1).
+    double v = std::sin(xv[std::size_t(i)]), dv = std::cos(xv[std::size_t(i)]), gradient = dv;
+    CHECK(y.at(0, i) == Approx(v).epsilon(1e-14));
+    for (int r = 1; r < rows; ++r) {
+      v = v * coefficient(std::size_t(r)) + xv[std::size_t(i)];
+      dv = dv * coefficient(std::size_t(r)) + 1.0;
+      gradient += dv;
+      CHECK(y.at(r, i) == Approx(v).epsilon(1e-14));
+    }
+    CHECK(x.grad().at(i) == Approx(gradient).epsilon(1e-13));
+  }
 }

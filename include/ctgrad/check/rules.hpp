@@ -583,6 +583,13 @@ struct kernel_checks {
     return judge();
   }
 
+  // A pair's verdict from the types alone: a constant of its own, so that
+  // the compiler evaluates each pair apart (clang bounds the steps of one
+  // constant evaluation, and a kernel's checks may judge thousands of pairs).
+  template <class Judge, class SI, class SJ>
+  static constexpr pair_verdict typed_pair =
+      Judge{}(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr), nullptr, nullptr, false);
+
   // The pairs of events of parallel offload K that Pairs lists (event i and
   // event j as i * events + j), each judged by Judge (a lambda without
   // captures: (SI*, SJ*, offloads, arguments, at_launch) -> pair_verdict)
@@ -597,15 +604,14 @@ struct kernel_checks {
         auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
           using SI = detail::tuple_element_t<Pairs[P] / n, E>;
           using SJ = detail::tuple_element_t<Pairs[P] % n, E>;
-          constexpr pair_verdict typed = Judge{}(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr), nullptr, nullptr, false);
-          pair_verdict const v = with_numbers<TypedOkHolds>(typed, offs, args, [&] {
+          pair_verdict const v = with_numbers<TypedOkHolds>(typed_pair<Judge, SI, SJ>, offs, args, [&] {
             return Judge{}(static_cast<SI*>(nullptr), static_cast<SJ*>(nullptr), offs, args, at_launch);
           });
           func_chain const where = deeper(chain_of<K, SI>(), chain_of<K, SJ>());
           record(r, v, at_launch, f, SI::access::op_type::param, int(K), where.s);
         };
         (void)pair;  // no pairs: nothing to check
-        (pair(std::integral_constant<std::size_t, Ps>{}), ...);
+        detail::in_order{(pair(std::integral_constant<std::size_t, Ps>{}), 0)...};
       }(std::make_index_sequence<Pairs.size()>{});
     }
   }
@@ -786,11 +792,14 @@ struct kernel_checks {
     return {fallback == verdict::ok ? verdict::unknown : fallback, true};
   }
 
-  // order_verdict, judged with these numbers only when the types left it open.
+  // order_verdict from the types alone, a constant of its own (typed_pair),
+  // and judged with these numbers only when the types left it open.
+  template <bool Later, std::size_t A, std::size_t B, std::size_t I, std::size_t J>
+  static constexpr pair_verdict typed_order = order_verdict<Later, A, B, I, J>(nullptr, nullptr, false);
   template <bool Later, std::size_t A, std::size_t B, std::size_t I, std::size_t J>
   static constexpr pair_verdict order_judged(offloads_t const* offs, Args const* args, bool at_launch) {
-    constexpr pair_verdict typed = order_verdict<Later, A, B, I, J>(nullptr, nullptr, false);
-    return with_numbers<true>(typed, offs, args, [&] { return order_verdict<Later, A, B, I, J>(offs, args, at_launch); });
+    return with_numbers<true>(typed_order<Later, A, B, I, J>, offs, args,
+                              [&] { return order_verdict<Later, A, B, I, J>(offs, args, at_launch); });
   }
 
   // Per field parameter: the D3 verdict (can the adjoint read it as the
@@ -852,7 +861,7 @@ struct kernel_checks {
         }
       };
       (void)pair;  // no pairs: nothing to check
-      (pair(std::integral_constant<std::size_t, Ps>{}), ...);
+      detail::in_order{(pair(std::integral_constant<std::size_t, Ps>{}), 0)...};
     }(std::make_index_sequence<order_pair_list<A, B>.size()>{});
   }
 
@@ -946,7 +955,7 @@ struct kernel_checks {
           r.add(finding::gradient_buffer_read, Acc::op_type::param, int(K), func);
       };
       (void)one;  // no event flagged
-      (one(std::integral_constant<std::size_t, Ps>{}), ...);
+      detail::in_order{(one(std::integral_constant<std::size_t, Ps>{}), 0)...};
     }(std::make_index_sequence<flagged_events<K>.size()>{});
   }
 
