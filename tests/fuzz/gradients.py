@@ -133,6 +133,12 @@ UNARY = [
     ("(%s * ctg::sign(%s))", "(%s * ((0.0 < %s) - (%s < 0.0)))"),
     ("ctg::cast<double>(ctg::cast<int>(%s * 3.0))", "double(int(%s * 3.0))"),
     ("(ctg::ceil(%s * 1.5) + ctg::round(%s * 2.5))", "(std::ceil(%s * 1.5) + std::round(%s * 2.5))"),
+    ("ctg::sinh(ctg::tanh(%s))", "std::sinh(std::tanh(%s))"),
+    ("ctg::cosh(ctg::tanh(%s))", "std::cosh(std::tanh(%s))"),
+    ("ctg::atanh(0.9 * ctg::tanh(%s))", "std::atanh(0.9 * std::tanh(%s))"),
+    ("ctg::log2(1.5 + ctg::sin(%s)) + ctg::log10(1.25 + ctg::cos(%s))", "std::log2(1.5 + std::sin(%s)) + std::log10(1.25 + std::cos(%s))"),
+    ("ctg::cbrt(1.0 + %s * %s) + ctg::exp2(ctg::tanh(%s)) + ctg::asinh(%s)", "std::cbrt(1.0 + %s * %s) + std::exp2(std::tanh(%s)) + std::asinh(%s)"),
+    ("ctg::trunc(%s * 2.5)", "std::trunc(%s * 2.5)"),
 ]
 BINARY = [
     ("(%s + %s)", "(%s + %s)"),

@@ -48,6 +48,12 @@ namespace ctg {
 inline constexpr bool vector_math_enabled = CTG_IMPL_VECTOR_MATH != 0;
 }  // namespace ctg
 
+// The op table's functions that are std's in every mode (libmvec has none
+// of them, or they are not declared vector functions here).
+#define CTG_IMPL_MATH_STD_ONLY                                                                              \
+  std::sqrt, std::abs, std::floor, std::ceil, std::round, std::trunc, std::sinh, std::cosh, std::asinh,     \
+      std::atanh, std::exp2, std::log2, std::log10, std::cbrt
+
 #if CTG_IMPL_VECTOR_MATH
 
 // The two declarations of one function: float and double, each bound to
@@ -106,14 +112,13 @@ constexpr bool has_vector_version(std::string_view name) {
 #    define CTG_IMPL_MATH_USING                                                                            \
       using ::ctg::vector_math::sin, ::ctg::vector_math::cos, ::ctg::vector_math::tan,                     \
           ::ctg::vector_math::tanh, ::ctg::vector_math::asin, ::ctg::vector_math::acos,                    \
-          ::ctg::vector_math::atan, ::ctg::vector_math::exp, ::ctg::vector_math::log, std::sqrt, std::abs, \
-          std::floor, std::ceil, std::round, ::ctg::vector_math::log1p, ::ctg::vector_math::expm1,         \
-          ::ctg::vector_math::erf
+          ::ctg::vector_math::atan, ::ctg::vector_math::exp, ::ctg::vector_math::log,                     \
+          ::ctg::vector_math::log1p, ::ctg::vector_math::expm1, ::ctg::vector_math::erf, CTG_IMPL_MATH_STD_ONLY
 #  else
 #    define CTG_IMPL_MATH_USING                                                                             \
       using ::ctg::vector_math::sin, ::ctg::vector_math::cos, std::tan, std::tanh, std::asin, std::acos,    \
-          std::atan, ::ctg::vector_math::exp, ::ctg::vector_math::log, std::sqrt, std::abs, std::floor,      \
-          std::ceil, std::round, std::log1p, std::expm1, std::erf
+          std::atan, ::ctg::vector_math::exp, ::ctg::vector_math::log, std::log1p, std::expm1, std::erf,      \
+          CTG_IMPL_MATH_STD_ONLY
 #  endif
 #  define CTG_IMPL_MATH_ABI_BEGIN inline namespace vector_math_abi {
 #  define CTG_IMPL_MATH_ABI_END }
@@ -130,7 +135,7 @@ constexpr bool has_vector_version(std::string_view) { return false; }
 
 #  define CTG_IMPL_MATH_USING                                                                               \
     using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::log,     \
-        std::sqrt, std::abs, std::floor, std::ceil, std::round, std::log1p, std::expm1, std::erf
+        std::log1p, std::expm1, std::erf, CTG_IMPL_MATH_STD_ONLY
 #  define CTG_IMPL_MATH_ABI_BEGIN
 #  define CTG_IMPL_MATH_ABI_END
 
