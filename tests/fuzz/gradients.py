@@ -141,6 +141,7 @@ UNARY = [
     ("ctg::trunc(%s * 2.5)", "std::trunc(%s * 2.5)"),
 ]
 BINARY = [
+    ("ctg::fmod(%s, 0.75 + 0.5 * ctg::tanh(%s))", "std::fmod(%s, 0.75 + 0.5 * std::tanh(%s))"),
     ("(%s + %s)", "(%s + %s)"),
     ("(%s - %s)", "(%s - %s)"),
     ("(%s * %s)", "(%s * %s)"),

@@ -70,8 +70,8 @@ inline void select_cast_stop_grad(ctg::memory_space space) {
 }
 
 // The op table's hyperbolic, base-2 and base-10, cube-root and truncating
-// rows in one expression of floats: each backend calls its own math
-// library's function for each. dy/dx is the sum of their closed forms.
+// rows and fmod in one expression of floats: each backend calls its own
+// math library's function for each. dy/dx is the sum of their closed forms.
 inline void more_math_functions(ctg::memory_space space) {
   int const n = elements_for(space, 1 << 16, 1 << 14);
   ctg::field<float, 1, ctg::grad> x({n}, {.name = "x", .space = space}), y({n}, {.name = "y", .space = space});
@@ -83,7 +83,7 @@ inline void more_math_functions(ctg::memory_space space) {
     return ctg::range(x.size(), [=](auto i) {
       return y[i] = ctg::sinh(x[i]) + ctg::cosh(0.5f * x[i]) + ctg::asinh(2.0f * x[i]) + ctg::atanh(0.5f * x[i]) +
                     ctg::exp2(x[i]) + ctg::log2(x[i] + 1.5f) + ctg::log10(x[i] + 1.5f) + ctg::cbrt(x[i] + 2.0f) +
-                    ctg::trunc(3.0f * x[i]);
+                    ctg::trunc(3.0f * x[i]) + ctg::fmod(3.0f * x[i], 0.7f);
     });
   });
   k(x, y);
@@ -93,11 +93,12 @@ inline void more_math_functions(ctg::memory_space space) {
   for (int i = 0; i < n; ++i) {
     double const v = xs[i];
     want_y[i] = std::sinh(v) + std::cosh(0.5 * v) + std::asinh(2 * v) + std::atanh(0.5 * v) + std::exp2(v) +
-                std::log2(v + 1.5) + std::log10(v + 1.5) + std::cbrt(v + 2) + std::trunc(3 * v);
+                std::log2(v + 1.5) + std::log10(v + 1.5) + std::cbrt(v + 2) + std::trunc(3 * v) +
+                std::fmod(3.0f * xs[i], 0.7f);  // in float, as the kernel computes it: exact, jumps included
     double const c = std::cbrt(v + 2);
     want_grad[i] = seeds[i] * (std::cosh(v) + 0.5 * std::sinh(0.5 * v) + 2 / std::sqrt(4 * v * v + 1) +
                                0.5 / (1 - 0.25 * v * v) + ln2 * std::exp2(v) + 1 / ((v + 1.5) * ln2) +
-                               1 / ((v + 1.5) * ln10) + 1 / (3 * c * c));
+                               1 / ((v + 1.5) * ln10) + 1 / (3 * c * c) + 3);
   }
   check_close(y.to_vector(), want_y, 1e-5);
   check_close(x.grad().to_vector(), want_grad, 1e-5);
@@ -512,7 +513,7 @@ inline void tall_expression(ctg::memory_space space) {
   REGISTER(space, map_forward_and_adjoint, "map: forward values and adjoint of sin(x) x + exp(x / 2)")         \
   REGISTER(space, reduction_and_scatter, "reduction and scatter: atomics into one scalar and 64 buckets")      \
   REGISTER(space, select_cast_stop_grad, "select, cast and stop_grad in an adjoint: the side taken only")      \
-  REGISTER(space, more_math_functions, "sinh, cosh, asinh, atanh, exp2, log2, log10, cbrt, trunc: adjoint")  \
+  REGISTER(space, more_math_functions, "sinh, cosh, asinh, atanh, exp2, log2, log10, cbrt, trunc, fmod")     \
   REGISTER(space, nested_carried_recurrence, "nested carried recurrence in a func: the adstack")               \
   REGISTER(space, while_with_adstack_capacity, "while_ with an explicit adstack capacity; overflow raises")    \
   REGISTER(space, vector_elements_serial_offload_tangent, "vector elements, a serial offload and tangents")    \

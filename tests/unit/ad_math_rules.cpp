@@ -196,6 +196,37 @@ TEST_CASE("pow: d/dy = 0 where x <= 0, d/dx = y x^(y-1) still holds there") {
   CHECK(e.grad().at(3) == Approx(std::log(0.5)));        // 0.5^0 ln 0.5
 }
 
+TEST_CASE("fmod: C's remainder, d/dx = 1 and d/dy = -trunc(x / y), against central differences and in tangents") {
+  // Signs of both operands, a quotient below one, a multiple-of-y neighbourhood avoided.
+  std::vector<double> const xv{5.3, -5.3, 5.3, -5.3, 0.4, 7.9};
+  std::vector<double> const mv{1.5, 1.5, -1.5, -1.5, 2.5, 0.75};
+  int const n = int(xv.size());
+  ctg::field<double, 1, ctg::grad | ctg::dual> x({n}, {.name = "x"}), m({n}, {.name = "m"}), y({n}, {.name = "y"});
+  x.copy_from(xv);
+  m.copy_from(mv);
+  auto k = ctg::kernel<"fmod">([](auto x, auto m, auto y) {
+    return ctg::range(x.size(), [=](auto i) { return y[i] = ctg::fmod(x[i], m[i]) * (1.0 + 0.1 * x[i]); });
+  });
+  auto plain = [](double a, double b) { return std::fmod(a, b) * (1.0 + 0.1 * a); };
+  k(x, m, y);
+  y.grad().fill(1.0);
+  k.grad(x, m, y);
+  x.dual().fill(1.0);
+  m.dual().fill(-0.5);
+  k.fwd(x, m, y);
+  double const h = 1e-6;
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double const a = xv[std::size_t(i)], b = mv[std::size_t(i)];
+    CHECK(y.at(i) == Approx(plain(a, b)).epsilon(1e-15));
+    double const dx = (plain(a + h, b) - plain(a - h, b)) / (2 * h);
+    double const dm = (plain(a, b + h) - plain(a, b - h)) / (2 * h);
+    CHECK(x.grad().at(i) == Approx(dx).epsilon(1e-8));
+    CHECK(m.grad().at(i) == Approx(dm).epsilon(1e-8));
+    CHECK(y.dual().at(i) == Approx(dx - 0.5 * dm).epsilon(1e-8));
+  }
+}
+
 TEST_CASE("stop_grad stops the gradient of its operand only") {
   ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"}), y({3}, {.name = "y"});
   x.copy_from(std::vector<double>{0.7, 1.9, -0.4});

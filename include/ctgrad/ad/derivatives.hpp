@@ -403,6 +403,27 @@ struct rule<ir::fn::pow> : cwise_binary_rule<rule<ir::fn::pow>> {
   }
 };
 
+// fmod(x, y) = x - trunc(x / y) y, trunc(x / y) constant between its jumps.
+template <>
+struct rule<ir::fn::fmod> : cwise_binary_rule<rule<ir::fn::fmod>> {
+  template <class S>
+  CTG_HOST_DEVICE static S quotient(S x, S y) {
+    using std::trunc;
+    return trunc(x / y);
+  }
+  template <int K, class S>
+  CTG_HOST_DEVICE static S coeff_vjp(S g, S x, S y) {
+    if constexpr (K == 0)
+      return g;
+    else
+      return -g * quotient(x, y);
+  }
+  template <class S>
+  CTG_HOST_DEVICE static S coeff_jvp(S x, S y, S tx, S ty) {
+    return tx - quotient(x, y) * ty;
+  }
+};
+
 // min/max pick one operand; ties go to the second (as Quadrants does). The
 // operand not picked gets an exact zero, whatever the adjoint holds.
 template <bool Max>

@@ -213,8 +213,11 @@ struct mod {
   template <class A, class B>
   CTG_HOST_DEVICE static auto apply(A const& a, B const& b) {
     static_assert(std::is_integral_v<A> && std::is_integral_v<B>,
-                  "CTG-EXPR-003 % takes integer operands; use fmod-like arithmetic for floats");
-    return a % b;
+                  "CTG-EXPR-003 % takes integer operands; for floats use ctg::fmod(a, b) or a - b * ctg::floor(a / b)");
+    if constexpr (std::is_integral_v<A> && std::is_integral_v<B>)
+      return a % b;
+    else
+      return A{};  // after the assertion: no second error for the operator
   }
 };
 
@@ -266,7 +269,7 @@ struct logical_not {
     static constexpr int arity = 2;                                             \
     template <class S>                                                          \
     CTG_HOST_DEVICE static S scalar(S x, S y) {                                 \
-      using std::atan2, std::pow;                                               \
+      using std::atan2, std::pow, std::fmod;                                    \
       return SCALAR_EXPR;                                                       \
     }                                                                           \
     template <class A, class B>                                                 \
@@ -278,6 +281,8 @@ struct logical_not {
 
 CTG_IMPL_BINARY_MATH(atan2, nonlinear, false, atan2(x, y));
 CTG_IMPL_BINARY_MATH(pow, nonlinear, false, pow(x, y));
+// The floating-point remainder of C (the sign follows the dividend).
+CTG_IMPL_BINARY_MATH(fmod, nonlinear, false, fmod(x, y));
 // Ties (x == y) send the gradient to the second operand, as in Quadrants.
 CTG_IMPL_BINARY_MATH(min, nonlinear, true, (x < y ? x : y));
 CTG_IMPL_BINARY_MATH(max, nonlinear, true, (x > y ? x : y));

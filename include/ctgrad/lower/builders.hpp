@@ -441,6 +441,7 @@ using ir::norm_sqr;
 using ir::normalized;
 using ir::outer;
 using ir::pow;
+using ir::fmod;
 using ir::select;
 using ir::stop_grad;
 using ir::trace;
