@@ -32,13 +32,16 @@ std::vector<double> vector_math_test::sines_with_vector_math(std::vector<double>
 namespace {
 
 // Row r of y is function r of the op table's rows that libmvec has.
-constexpr int rows = 12;
+constexpr int rows = 20;
 auto every_function = ctg::kernel<"every_function">([](auto x, auto y) {
   return ctg::range(x.size(), [=](auto i) {
     return ctg::block(y(0, i) = ctg::sin(x[i]), y(1, i) = ctg::cos(x[i]), y(2, i) = ctg::tan(x[i]),
                       y(3, i) = ctg::tanh(x[i]), y(4, i) = ctg::asin(x[i]), y(5, i) = ctg::acos(x[i]),
                       y(6, i) = ctg::atan(x[i]), y(7, i) = ctg::exp(x[i]), y(8, i) = ctg::expm1(x[i]),
-                      y(9, i) = ctg::log(x[i] + 1.5), y(10, i) = ctg::log1p(x[i]), y(11, i) = ctg::erf(x[i]));
+                      y(9, i) = ctg::log(x[i] + 1.5), y(10, i) = ctg::log1p(x[i]), y(11, i) = ctg::erf(x[i]),
+                      y(12, i) = ctg::sinh(x[i]), y(13, i) = ctg::cosh(x[i]), y(14, i) = ctg::asinh(x[i]),
+                      y(15, i) = ctg::atanh(x[i]), y(16, i) = ctg::exp2(x[i]), y(17, i) = ctg::log2(x[i] + 1.5),
+                      y(18, i) = ctg::log10(x[i] + 1.5), y(19, i) = ctg::cbrt(x[i] + 1.5));
   });
 });
 
@@ -56,7 +59,15 @@ double value(int r, double x) {
     case 8: return std::expm1(x);
     case 9: return std::log(x + 1.5);
     case 10: return std::log1p(x);
-    default: return std::erf(x);
+    case 11: return std::erf(x);
+    case 12: return std::sinh(x);
+    case 13: return std::cosh(x);
+    case 14: return std::asinh(x);
+    case 15: return std::atanh(x);
+    case 16: return std::exp2(x);
+    case 17: return std::log2(x + 1.5);
+    case 18: return std::log10(x + 1.5);
+    default: return std::cbrt(x + 1.5);
   }
 }
 double derivative(int r, double x) {
@@ -72,7 +83,15 @@ double derivative(int r, double x) {
     case 8: return std::exp(x);
     case 9: return 1.0 / (x + 1.5);
     case 10: return 1.0 / (1.0 + x);
-    default: return 2.0 / std::sqrt(std::numbers::pi) * std::exp(-x * x);
+    case 11: return 2.0 / std::sqrt(std::numbers::pi) * std::exp(-x * x);
+    case 12: return std::cosh(x);
+    case 13: return std::sinh(x);
+    case 14: return 1.0 / std::sqrt(x * x + 1.0);
+    case 15: return 1.0 / (1.0 - x * x);
+    case 16: return std::numbers::ln2 * std::exp2(x);
+    case 17: return 1.0 / ((x + 1.5) * std::numbers::ln2);
+    case 18: return 1.0 / ((x + 1.5) * std::numbers::ln10);
+    default: return 1.0 / (3.0 * std::cbrt(x + 1.5) * std::cbrt(x + 1.5));
   }
 }
 

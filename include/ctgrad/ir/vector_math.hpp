@@ -48,11 +48,16 @@ namespace ctg {
 inline constexpr bool vector_math_enabled = CTG_IMPL_VECTOR_MATH != 0;
 }  // namespace ctg
 
-// The op table's functions that are std's in every mode (libmvec has none
-// of them, or they are not declared vector functions here).
-#define CTG_IMPL_MATH_STD_ONLY                                                                              \
-  std::sqrt, std::abs, std::floor, std::ceil, std::round, std::trunc, std::sinh, std::cosh, std::asinh,     \
-      std::atanh, std::exp2, std::log2, std::log10, std::cbrt
+// The op table's functions libmvec has: since glibc 2.22, and since 2.35.
+#define CTG_IMPL_VECTOR_FUNCTIONS_2_22(X) X(sin) X(cos) X(exp) X(log)
+#define CTG_IMPL_VECTOR_FUNCTIONS_2_35(X)                                                                      \
+  X(tan) X(tanh) X(asin) X(acos) X(atan) X(expm1) X(log1p) X(erf) X(sinh) X(cosh) X(asinh) X(atanh) X(exp2) \
+  X(log2) X(log10) X(cbrt)
+// The op table's functions that are std's in every mode.
+#define CTG_IMPL_MATH_STD_ONLY std::sqrt, std::abs, std::floor, std::ceil, std::round, std::trunc
+// The using-declarations of one function, std's or the vector one.
+#define CTG_IMPL_USING_STD_NAME(NAME) using std::NAME;
+#define CTG_IMPL_USING_VECTOR_NAME(NAME) using ::ctg::vector_math::NAME;
 
 #if CTG_IMPL_VECTOR_MATH
 
@@ -75,16 +80,12 @@ inline constexpr bool vector_math_enabled = CTG_IMPL_VECTOR_MATH != 0;
     }                                                                                                     \
     }
 
-// The functions libmvec has: since glibc 2.22, and since 2.35.
-#  define CTG_IMPL_VECTOR_FUNCTIONS_2_22(X) X(sin) X(cos) X(exp) X(log)
-#  define CTG_IMPL_VECTOR_FUNCTIONS_2_35(X) X(tan) X(tanh) X(asin) X(acos) X(atan) X(expm1) X(log1p) X(erf)
-
 CTG_IMPL_VECTOR_FUNCTIONS_2_22(CTG_IMPL_VECTOR_FUNCTION)
 #  if CTG_IMPL_VECTOR_MATH_ALL
 CTG_IMPL_VECTOR_FUNCTIONS_2_35(CTG_IMPL_VECTOR_FUNCTION)
 #  else
 namespace ctg::vector_math {
-using std::tan, std::tanh, std::asin, std::acos, std::atan, std::expm1, std::log1p, std::erf;
+CTG_IMPL_VECTOR_FUNCTIONS_2_35(CTG_IMPL_USING_STD_NAME)
 }  // namespace ctg::vector_math
 #  endif
 #  undef CTG_IMPL_VECTOR_FUNCTION
@@ -103,22 +104,17 @@ constexpr bool has_vector_version(std::string_view name) {
 }
 #  undef CTG_IMPL_VECTOR_NAME_IS
 }  // namespace ctg::vector_math
-#  undef CTG_IMPL_VECTOR_FUNCTIONS_2_22
-#  undef CTG_IMPL_VECTOR_FUNCTIONS_2_35
 
 // What the op table's expressions call (op_table.hpp): the vector
 // functions where libmvec has them, std's elsewhere.
 #  if CTG_IMPL_VECTOR_MATH_ALL
 #    define CTG_IMPL_MATH_USING                                                                            \
-      using ::ctg::vector_math::sin, ::ctg::vector_math::cos, ::ctg::vector_math::tan,                     \
-          ::ctg::vector_math::tanh, ::ctg::vector_math::asin, ::ctg::vector_math::acos,                    \
-          ::ctg::vector_math::atan, ::ctg::vector_math::exp, ::ctg::vector_math::log,                     \
-          ::ctg::vector_math::log1p, ::ctg::vector_math::expm1, ::ctg::vector_math::erf, CTG_IMPL_MATH_STD_ONLY
+      CTG_IMPL_VECTOR_FUNCTIONS_2_22(CTG_IMPL_USING_VECTOR_NAME)                                           \
+      CTG_IMPL_VECTOR_FUNCTIONS_2_35(CTG_IMPL_USING_VECTOR_NAME) using CTG_IMPL_MATH_STD_ONLY
 #  else
-#    define CTG_IMPL_MATH_USING                                                                             \
-      using ::ctg::vector_math::sin, ::ctg::vector_math::cos, std::tan, std::tanh, std::asin, std::acos,    \
-          std::atan, ::ctg::vector_math::exp, ::ctg::vector_math::log, std::log1p, std::expm1, std::erf,      \
-          CTG_IMPL_MATH_STD_ONLY
+#    define CTG_IMPL_MATH_USING                                                                            \
+      CTG_IMPL_VECTOR_FUNCTIONS_2_22(CTG_IMPL_USING_VECTOR_NAME)                                           \
+      CTG_IMPL_VECTOR_FUNCTIONS_2_35(CTG_IMPL_USING_STD_NAME) using CTG_IMPL_MATH_STD_ONLY
 #  endif
 #  define CTG_IMPL_MATH_ABI_BEGIN inline namespace vector_math_abi {
 #  define CTG_IMPL_MATH_ABI_END }
@@ -128,14 +124,14 @@ constexpr bool has_vector_version(std::string_view name) {
 // Without the setting, the same names are std's functions, so that code
 // calling them (a hand-written loop beside a kernel) builds either way.
 namespace ctg::vector_math {
-using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::expm1, std::log,
-    std::log1p, std::erf;
+CTG_IMPL_VECTOR_FUNCTIONS_2_22(CTG_IMPL_USING_STD_NAME)
+CTG_IMPL_VECTOR_FUNCTIONS_2_35(CTG_IMPL_USING_STD_NAME)
 constexpr bool has_vector_version(std::string_view) { return false; }
 }  // namespace ctg::vector_math
 
 #  define CTG_IMPL_MATH_USING                                                                               \
-    using std::sin, std::cos, std::tan, std::tanh, std::asin, std::acos, std::atan, std::exp, std::log,     \
-        std::log1p, std::expm1, std::erf, CTG_IMPL_MATH_STD_ONLY
+    CTG_IMPL_VECTOR_FUNCTIONS_2_22(CTG_IMPL_USING_STD_NAME)                                                 \
+    CTG_IMPL_VECTOR_FUNCTIONS_2_35(CTG_IMPL_USING_STD_NAME) using CTG_IMPL_MATH_STD_ONLY
 #  define CTG_IMPL_MATH_ABI_BEGIN
 #  define CTG_IMPL_MATH_ABI_END
 
