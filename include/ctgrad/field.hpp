@@ -447,6 +447,9 @@ struct field_storage {
   void touch(int which, std::int64_t extent, bool host_write_checks = CTG_HOST_WRITE_CHECKS);
   // The host buffer's elements, packed.
   void gather(int which, std::vector<unsigned char>& out) const;
+  // A 64-bit digest of the host buffer's elements, packed: two contents
+  // that differ give different digests but with a chance of 2^-64.
+  std::uint64_t contents_digest(int which) const;
   // Turns a touch into a write, unless a snapshot shows nothing changed. A
   // snapshot that differs also stamps the rows that differ (all of them past
   // max_tracked_rows), as a launch writing them would, so that k.grad sees
@@ -736,6 +739,34 @@ CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::touch(int which, std::int64_
   b.first_axis_extent = extent;
   bool const needed = b.watched == b.version || (host_write_checks && b.forward_watched == b.version);
   if (needed && space == memory_space::host) gather(which, b.snapshot);
+}
+
+CTG_RUNTIME_INLINE std::uint64_t field_storage::contents_digest(int which) const {
+  std::vector<unsigned char> gathered;
+  auto const* p = static_cast<unsigned char const*>(buffer(which));
+  if (strided_buffer(which)) {
+    gather(which, gathered);
+    p = gathered.data();
+  }
+  // Eight bytes at a time, each word multiplied into the running value
+  // (odd multipliers, a rotation between words), the tail zero-padded, the
+  // length mixed in last.
+  std::uint64_t h = 0x243f6a8885a308d3ull;
+  std::size_t k = 0;
+  for (; k + 8 <= bytes; k += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + k, 8);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    h = (h << 29) | (h >> 35);
+  }
+  if (k < bytes) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, p + k, bytes - k);
+    h = ((h ^ w) * 0x9e3779b97f4a7c15ull);
+  }
+  h ^= std::uint64_t(bytes);
+  h = (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
 }
 
 CTG_RUNTIME_INLINE void field_storage::gather(int which, std::vector<unsigned char>& out) const {
@@ -1041,6 +1072,8 @@ class field : detail::field_ownership {
   // Where this handle's elements lie (the aliasing check compares layouts).
   detail::element_layout layout() const { return layout_of(0); }
   bool empty() const { return owner_ == nullptr; }
+  // The elements' memory. Writes through it leave no trace in the versions:
+  // a tape that verifies contents finds them (CTG-TAPE-014), nothing else does.
   T* data() const { return data_; }
   // How many handles share this storage (the storage lives until the last goes).
   long use_count() const { return owner_.use_count(); }

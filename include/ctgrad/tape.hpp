@@ -65,6 +65,12 @@ struct tape_options {
   // Refuse to save overwritten values: a launch that would overwrite a
   // version an earlier adjoint needs raises CTG-TAPE-002.
   bool strict = false;
+  // Digest the host fields each recorded launch leaves, and compare before
+  // the next launch on them and before backward(): a write that bypassed
+  // ctgrad (through data(), or into the memory under a view) raises
+  // CTG-TAPE-014 instead of giving a wrong gradient. Two passes over each
+  // field a launch uses; on with the index checks (CTG_HOST_WRITE_CHECKS).
+  bool verify_contents = CTG_HOST_WRITE_CHECKS;
 };
 
 class tape;
@@ -257,6 +263,10 @@ class tape : private detail::host_write_observer {
     // For the values of a field with a gradient: its version after the last
     // launch or host write on it the tape recorded outside rollouts.
     std::uint64_t seen = none;
+    // With verify_contents: the digest of its contents after the tape's last
+    // launch on it outside rollouts, and the version it had then.
+    std::uint64_t digest = 0;
+    std::uint64_t digest_version = none;
   };
   struct need {
     std::size_t buffer;
@@ -343,6 +353,24 @@ class tape : private detail::host_write_observer {
   // that launch: it would stop at the field, silently. A host write since
   // (fill, copy_from) makes the values constants, which is fine.
   void check_written_unrecorded(std::string_view kernel, int number, detail::launch_use const& u) const;
+
+  // CTG-TAPE-014 (verify_contents): the contents of a host field the
+  // adjoints depend on (its values have a gradient, or an adjoint needs its
+  // current version) changed since the tape's last launch on it, and no
+  // version says so: a write through a pointer ctgrad did not hand out as
+  // writable, or into the memory under a view. `where` names the launch or
+  // backward().
+  bool digest_applies(tracked const& t) const {
+    return opts_.verify_contents && t.storage->space == memory_space::host && t.which == 0 &&
+           (differentiable_values(*t.storage, t.which) || t.needed == version_of(t));
+  }
+  void take_digest(tracked& t) {
+    if (!digest_applies(t)) return;
+    t.digest = t.storage->contents_digest(t.which);
+    t.digest_version = version_of(t);
+  }
+  // `number` 0: before backward().
+  void check_digest(tracked const& t, std::string_view kernel, int number) const;
   std::string kernel_of(int number) const;
 
   // ---- holders and copies -------------------------------------------------------------------------
@@ -474,6 +502,7 @@ CTG_RUNTIME_INLINE void tape::backward() {
   stop_recording();
   for (auto const& check : before_backward_) check();
   for (auto& b : buffers_) b.storage->settle(b.which);
+  for (auto const& b : buffers_) check_digest(b, {}, 0);
   // ctg::set_flush_subnormals covers the gradient adds made here on the
   // host (copy_from's adjoint, a halo's, the adding back below), not only
   // the adjoints' launches. Declared first, it outlives the adding back.
@@ -588,6 +617,7 @@ CTG_RUNTIME_INLINE std::size_t tape::begin_launch(std::string_view kernel, std::
     // whole-field host write replaces what was there.
     tracked const& tb = buffers_[launch_buffers_[k]];
     if (replaying_ || uses[k].whole) continue;
+    if (active_ == nullptr) check_digest(tb, kernel, number);
     if (active_ == nullptr || tb.ro_run != active_->id)
       check_elements_written(kernel, number, uses[k], tb, tb.seen);
     else if (!(uses[k].read || uses[k].needed))
@@ -670,6 +700,8 @@ CTG_RUNTIME_INLINE void tape::end_launch(std::size_t entry, std::vector<detail::
     (active_ ? tb.ro_seen : tb.seen) = now;
     watch(tb, now);
   }
+  if (active_ == nullptr && !replaying_)
+    for (std::size_t k = 0; k < uses.size(); ++k) take_digest(buffers_[launch_buffers_[k]]);
 }
 
 CTG_RUNTIME_INLINE std::size_t tape::buffer_for(detail::launch_use const& u) {
@@ -720,6 +752,19 @@ CTG_RUNTIME_INLINE void tape::check_elements_written(std::string_view kernel, in
                        "constants to the gradient, but which ones changed is not known. Fix: write the whole "
                        "field with fill or copy_from on the tape's thread, which the tape records, or make the "
                        "change with a kernel");
+}
+
+CTG_RUNTIME_INLINE void tape::check_digest(tracked const& t, std::string_view kernel, int number) const {
+  if (!digest_applies(t) || t.digest_version != version_of(t)) return;
+  if (t.storage->contents_digest(t.which) == t.digest) return;
+  std::string const where = number == 0 ? std::string("backward()")
+                                         : "launch #" + std::to_string(number) + " (kernel '" + std::string(kernel) + "')";
+  throw autodiff_error("CTG-TAPE-014 " + where + " uses field '" + t.name +
+                       "', whose contents changed since the tape's last launch on it by a write ctgrad did not "
+                       "see (through a pointer such as data(), or into the memory under a view): the adjoints "
+                       "would read values the forward pass did not, or pass the gradient on through values that "
+                       "are constants now. Fix: make the change with a kernel, or write the whole field with fill "
+                       "or copy_from on the tape's thread, which the tape records");
 }
 
 CTG_RUNTIME_INLINE void tape::check_written_unrecorded(std::string_view kernel, int number,

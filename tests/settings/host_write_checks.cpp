@@ -1,6 +1,7 @@
 // Built with the host-write checks on (tests/CMakeLists.txt), against a
 // runtime compiled once in a unit built with them off (runtime_unchecked.cpp):
-// the checks are this unit's setting, whatever the runtime's unit had.
+// the checks are this unit's setting, whatever the runtime's unit had
+// (a tape's verify_contents default among them).
 #include <doctest/doctest.h>
 
 #include <ctgrad/ctgrad.hpp>
@@ -41,4 +42,17 @@ TEST_CASE("without a write, the same adjoint runs") {
   auto const gy = p.y.grad();
   CHECK(gx.at(2) == 2.0);
   CHECK(gy.at(2) == 1.5);
+}
+
+TEST_CASE("a tape of this unit verifies contents: a write through data() before backward() raises CTG-TAPE-014") {
+  CHECK(ctg::tape_options{}.verify_contents);
+  ctg::field<double, 1, ctg::grad> x{{4}, {.name = "x"}}, y{{4}, {.name = "y"}};
+  ctg::field<double, 0, ctg::grad> loss{{}, {.name = "loss"}};
+  x.fill(1.5);
+  y.fill(2.0);
+  ctg::tape tape(loss);
+  product_launched::k(x, y, loss);
+  y.data()[3] = -1.0;
+  CHECK_THROWS_WITH_AS(tape.backward(), doctest::Contains("CTG-TAPE-014 backward() uses field 'y'"),
+                       ctg::autodiff_error);
 }

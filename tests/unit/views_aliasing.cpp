@@ -1,9 +1,13 @@
 // The aliasing check (CTG-AD-012) on views: same memory, overlapping memory,
-// a view of an owning field's memory.
+// a view of an owning field's memory. And writes that bypass ctgrad between
+// a tape's launches (CTG-TAPE-014): into the memory under a view, through
+// data(); the same changes made so the tape sees them give the gradient a
+// hand-written chain rule gives.
 #include <doctest/doctest.h>
 
 #include <ctgrad/ctgrad.hpp>
 #include <ctgrad/view.hpp>
+#include <cmath>
 #include <vector>
 
 namespace {
@@ -33,3 +37,83 @@ TEST_CASE("the aliasing check sees through views of the same memory") {
   CHECK_THROWS_WITH_AS(copy.grad(owned, over), doctest::Contains("CTG-AD-012"), ctg::autodiff_error);
 }
 
+
+namespace {
+auto square = ctg::kernel<"square">([](auto x) { return ctg::range(x.size(), [=](auto i) { return x[i] = x[i] * x[i]; }); });
+auto pin_first = ctg::kernel<"pin_first">([](auto x, double value) { return ctg::range(1, [=](auto i) { return x[i] = value; }); });
+auto weighted_sum = ctg::kernel<"weighted_sum">([](auto x, auto c, auto loss) {
+  return ctg::range(x.size(), [=](auto i) { return loss() += c[i] * x[i] * x[i]; });
+});
+}  // namespace
+
+TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-014, never a wrong gradient") {
+  static_assert(CTG_HOST_WRITE_CHECKS, "the unit tests build with the checks, where tapes verify contents");
+  std::vector<double> const start{0.5, 1.5, 2.5};
+  std::vector<double> const weights{1.0, 2.0, 3.0};
+  ctg::field<double, 0, ctg::grad> loss({}, {.name = "loss"});
+
+  SUBCASE("into the memory under a view, before the next launch on it") {
+    std::vector<double> memory = start, gradient(3, 0.0);
+    auto x = ctg::view<ctg::grad>(memory, {.name = "x", .grad = gradient.data()});
+    ctg::tape tape(loss);
+    square(x);
+    memory[0] = 7.0;  // the program's own code, behind the view
+    CHECK_THROWS_WITH_AS(square(x), doctest::Contains("CTG-TAPE-014 launch #2 (kernel 'square') uses field 'x'"),
+                         ctg::autodiff_error);
+  }
+  SUBCASE("through data(), after the last launch: backward() refuses") {
+    ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"});
+    ctg::field<double, 1> c({3}, {.name = "c"});  // no gradient: the adjoint needs its values
+    x.copy_from(start);
+    c.copy_from(weights);
+    ctg::tape tape(loss);
+    weighted_sum(x, c, loss);
+    c.data()[1] = 5.0;
+    CHECK_THROWS_WITH_AS(tape.backward(), doctest::Contains("CTG-TAPE-014 backward() uses field 'c'"),
+                         ctg::autodiff_error);
+  }
+  SUBCASE("reading through data() and writing a field no adjoint depends on are fine") {
+    ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"});
+    ctg::field<double, 1> c({3}, {.name = "c"}), unused({3}, {.name = "unused"});
+    x.copy_from(start);
+    c.copy_from(weights);
+    ctg::tape tape(loss);
+    square(x);
+    double seen = 0;
+    for (int i = 0; i < 3; ++i) seen += x.data()[i];
+    CHECK(seen == doctest::Approx(0.25 + 2.25 + 6.25));
+    unused.data()[0] = 1.0;
+    weighted_sum(x, c, loss);
+    tape.backward();
+    for (int i = 0; i < 3; ++i) {  // d/dx c x^4 = 4 c x^3
+      double const v = start[std::size_t(i)];
+      CHECK(x.grad().at(i) == doctest::Approx(4.0 * weights[std::size_t(i)] * v * v * v));
+    }
+  }
+  SUBCASE("the same change made by a kernel: the gradient stops at the new value") {
+    std::vector<double> memory = start, gradient(3, 0.0);
+    auto x = ctg::view<ctg::grad>(memory, {.name = "x", .grad = gradient.data()});
+    ctg::field<double, 1> c({3}, {.name = "c"});
+    c.copy_from(weights);
+    ctg::tape tape(loss);
+    square(x);
+    pin_first(x, 7.0);
+    square(x);
+    weighted_sum(x, c, loss);
+    tape.backward();
+    CHECK(loss.at() == doctest::Approx(1.0 * 7.0 * 7.0 * 7.0 * 7.0 + 2.0 * std::pow(1.5, 8) + 3.0 * std::pow(2.5, 8)));
+    CHECK(gradient[0] == 0.0);
+    for (int i = 1; i < 3; ++i) {  // loss = c v^8 for the others: d/dv = 8 c v^7
+      double const v = start[std::size_t(i)];
+      CHECK(gradient[std::size_t(i)] == doctest::Approx(8.0 * weights[std::size_t(i)] * std::pow(v, 7)));
+    }
+  }
+  SUBCASE("tape_options{.verify_contents = false} trusts the program") {
+    std::vector<double> memory = start, gradient(3, 0.0);
+    auto x = ctg::view<ctg::grad>(memory, {.name = "x", .grad = gradient.data()});
+    ctg::tape tape(loss, ctg::tape_options{.verify_contents = false});
+    square(x);
+    memory[0] = 7.0;
+    CHECK_NOTHROW(square(x));
+  }
+}
