@@ -80,30 +80,18 @@ constexpr assigned_value_statement assignment_to_value() {
   return {};
 }
 
-template <class Op, class... Kids>
-template <class E>
-constexpr auto node<Op, Kids...>::operator=(E const&) const {
-  return assignment_to_value();
-}
-template <class Op, class... Kids>
-template <class E>
-constexpr auto node<Op, Kids...>::operator+=(E const&) const {
-  return assignment_to_value();
-}
-template <class Op, class... Kids>
-template <class E>
-constexpr auto node<Op, Kids...>::operator-=(E const&) const {
-  return assignment_to_value();
-}
-template <class Op, class... Kids>
-template <class E>
-constexpr auto node<Op, Kids...>::operator*=(E const&) const {
-  return assignment_to_value();
-}
-template <class Op, class... Kids>
-template <class E>
-constexpr auto node<Op, Kids...>::operator/=(E const&) const {
-  return assignment_to_value();
-}
+// Every assignment operator of a node builds that statement.
+#define CTG_IMPL_ASSIGNMENT_TO_VALUE(OP)                                      \
+  template <class Op, class... Kids>                                          \
+  template <class E>                                                          \
+  constexpr auto node<Op, Kids...>::operator OP(E const&) const {             \
+    return assignment_to_value();                                             \
+  }
+CTG_IMPL_ASSIGNMENT_TO_VALUE(=)
+CTG_IMPL_ASSIGNMENT_TO_VALUE(+=)
+CTG_IMPL_ASSIGNMENT_TO_VALUE(-=)
+CTG_IMPL_ASSIGNMENT_TO_VALUE(*=)
+CTG_IMPL_ASSIGNMENT_TO_VALUE(/=)
+#undef CTG_IMPL_ASSIGNMENT_TO_VALUE
 
 }  // namespace ctg::ir
