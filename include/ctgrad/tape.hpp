@@ -355,14 +355,19 @@ class tape : private detail::host_write_observer {
   void check_written_unrecorded(std::string_view kernel, int number, detail::launch_use const& u) const;
 
   // CTG-TAPE-014 (verify_contents): the contents of a host field the
-  // adjoints depend on (its values have a gradient, or an adjoint needs its
-  // current version) changed since the tape's last launch on it, and no
-  // version says so: a write through a pointer ctgrad did not hand out as
-  // writable, or into the memory under a view. `where` names the launch or
-  // backward().
+  // adjoints depend on changed since the tape's last launch on it, and no
+  // version says so: a write through a pointer (data()), into the memory
+  // under a view, or through another field or view of the same memory. The
+  // adjoints depend on the values of a field with a gradient (the gradient
+  // flows through them) and on a version an adjoint or a rollout holds
+  // while no copy of it exists (they will read the field itself).
+  bool held_live(tracked const& t) const {
+    auto const it = t.kept.find(version_of(t));
+    return it != t.kept.end() && it->second.holders > 0 && it->second.data == nullptr;
+  }
   bool digest_applies(tracked const& t) const {
     return opts_.verify_contents && t.storage->space == memory_space::host && t.which == 0 &&
-           (differentiable_values(*t.storage, t.which) || t.needed == version_of(t));
+           (differentiable_values(*t.storage, t.which) || held_live(t));
   }
   void take_digest(tracked& t) {
     if (!digest_applies(t)) return;
@@ -616,8 +621,11 @@ CTG_RUNTIME_INLINE std::size_t tape::begin_launch(std::string_view kernel, std::
     // again in backward() start from snapshots the tape put back; a
     // whole-field host write replaces what was there.
     tracked const& tb = buffers_[launch_buffers_[k]];
-    if (replaying_ || uses[k].whole) continue;
-    if (active_ == nullptr) check_digest(tb, kernel, number);
+    if (replaying_) continue;
+    // A whole-field host write replaces what was there, which matters only
+    // where an adjoint will read it: the copy taken below would keep it.
+    if (active_ == nullptr && (!uses[k].whole || held_live(tb))) check_digest(tb, kernel, number);
+    if (uses[k].whole) continue;
     if (active_ == nullptr || tb.ro_run != active_->id)
       check_elements_written(kernel, number, uses[k], tb, tb.seen);
     else if (!(uses[k].read || uses[k].needed))
@@ -700,8 +708,13 @@ CTG_RUNTIME_INLINE void tape::end_launch(std::size_t entry, std::vector<detail::
     (active_ ? tb.ro_seen : tb.seen) = now;
     watch(tb, now);
   }
+  // Digests of what the launch left: a field it only read keeps the one
+  // begin_launch compared, if any.
   if (active_ == nullptr && !replaying_)
-    for (std::size_t k = 0; k < uses.size(); ++k) take_digest(buffers_[launch_buffers_[k]]);
+    for (std::size_t k = 0; k < uses.size(); ++k) {
+      tracked& tb = buffers_[launch_buffers_[k]];
+      if (uses[k].written || tb.digest_version != version_of(tb)) take_digest(tb);
+    }
 }
 
 CTG_RUNTIME_INLINE std::size_t tape::buffer_for(detail::launch_use const& u) {
@@ -756,12 +769,14 @@ CTG_RUNTIME_INLINE void tape::check_elements_written(std::string_view kernel, in
 
 CTG_RUNTIME_INLINE void tape::check_digest(tracked const& t, std::string_view kernel, int number) const {
   if (!digest_applies(t) || t.digest_version != version_of(t)) return;
+  if (!t.storage->owned[0]) t.storage->check_alive(t.name);  // a view: its memory may be gone
   if (t.storage->contents_digest(t.which) == t.digest) return;
   std::string const where = number == 0 ? std::string("backward()")
                                          : "launch #" + std::to_string(number) + " (kernel '" + std::string(kernel) + "')";
   throw autodiff_error("CTG-TAPE-014 " + where + " uses field '" + t.name +
                        "', whose contents changed since the tape's last launch on it by a write ctgrad did not "
-                       "see (through a pointer such as data(), or into the memory under a view): the adjoints "
+                       "see (through a pointer such as data(), into the memory under a view, or through another "
+                       "field or view of the same memory): the adjoints "
                        "would read values the forward pass did not, or pass the gradient on through values that "
                        "are constants now. Fix: make the change with a kernel, or write the whole field with fill "
                        "or copy_from on the tape's thread, which the tape records");
@@ -1124,6 +1139,10 @@ CTG_RUNTIME_INLINE void tape::finish_forward_pass(rollout_run& r) {
   // touched as they check those of launches outside it (CTG-TAPE-012).
   for (auto& tb : buffers_)
     if (tb.ro_run == r.id && differentiable_values(*tb.storage, tb.which)) tb.seen = version_of(tb);
+  // And, with verify_contents, compare what the rollout left before the
+  // next launch on it and before backward().
+  for (auto& tb : buffers_)
+    if (tb.ro_run == r.id) take_digest(tb);
 }
 
 CTG_RUNTIME_INLINE void tape::undo_forward_pass(rollout_run& r) {

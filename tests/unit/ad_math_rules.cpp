@@ -227,6 +227,30 @@ TEST_CASE("fmod: C's remainder, d/dx = 1 and d/dy = -trunc(x / y), against centr
   }
 }
 
+TEST_CASE("fmod: the quotient in d/dy is fmod's own where x / y rounds to the next integer") {
+  // 1.0 / 0.1 rounds to 10, but fmod(1.0, 0.1) = 0.0999... = 1.0 - 9 * 0.1
+  // (0.1 is a little above a tenth): d/dy = -9, from the right (y + h) too.
+  ctg::field<double, 1, ctg::grad | ctg::dual> x({1}, {.name = "x"}), m({1}, {.name = "m"}), y({1}, {.name = "y"});
+  x.at(0) = 1.0;
+  m.at(0) = 0.1;
+  auto k = ctg::kernel<"fmod_edge">([](auto x, auto m, auto y) {
+    return ctg::range(1, [=](auto i) { return y[i] = ctg::fmod(x[i], m[i]); });
+  });
+  k(x, m, y);
+  CHECK(y.at(0) == std::fmod(1.0, 0.1));
+  CHECK(std::fmod(1.0, 0.1) > 0.09);
+  y.grad().fill(1.0);
+  k.grad(x, m, y);
+  double const h = 1e-7;
+  CHECK((std::fmod(1.0, 0.1 + h) - std::fmod(1.0, 0.1)) / h == Approx(-9.0).epsilon(1e-6));
+  CHECK(m.grad().at(0) == -9.0);
+  CHECK(x.grad().at(0) == 1.0);
+  x.dual().fill(0.0);
+  m.dual().fill(1.0);
+  k.fwd(x, m, y);
+  CHECK(y.dual().at(0) == -9.0);
+}
+
 TEST_CASE("stop_grad stops the gradient of its operand only") {
   ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"}), y({3}, {.name = "y"});
   x.copy_from(std::vector<double>{0.7, 1.9, -0.4});

@@ -72,6 +72,26 @@ TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-01
     CHECK_THROWS_WITH_AS(tape.backward(), doctest::Contains("CTG-TAPE-014 backward() uses field 'c'"),
                          ctg::autodiff_error);
   }
+  SUBCASE("through data(), then a whole-field write: the copy the tape keeps would hold the changed values") {
+    ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"});
+    ctg::field<double, 1> c({3}, {.name = "c"});
+    x.copy_from(start);
+    c.copy_from(weights);
+    ctg::tape tape(loss);
+    weighted_sum(x, c, loss);  // its adjoint reads c
+    c.data()[1] = 5.0;
+    CHECK_THROWS_WITH_AS(c.fill(2.0), doctest::Contains("CTG-TAPE-014"), ctg::autodiff_error);
+  }
+  SUBCASE("into what a checkpointed rollout left, before the next launch") {
+    std::vector<double> memory = start, gradient(3, 0.0);
+    auto x = ctg::view<ctg::grad>(memory, {.name = "x", .grad = gradient.data()});
+    ctg::field<double, 1> c({3}, {.name = "c"});
+    c.copy_from(weights);
+    ctg::tape tape(loss);
+    tape.rollout(4, [&](int) { square(x); }, ctg::checkpoint{.snapshots = 2});
+    memory[2] = 0.5;
+    CHECK_THROWS_WITH_AS(weighted_sum(x, c, loss), doctest::Contains("CTG-TAPE-014 launch #"), ctg::autodiff_error);
+  }
   SUBCASE("reading through data() and writing a field no adjoint depends on are fine") {
     ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"});
     ctg::field<double, 1> c({3}, {.name = "c"}), unused({3}, {.name = "unused"});

@@ -403,13 +403,15 @@ struct rule<ir::fn::pow> : cwise_binary_rule<rule<ir::fn::pow>> {
   }
 };
 
-// fmod(x, y) = x - trunc(x / y) y, trunc(x / y) constant between its jumps.
+// fmod(x, y) = x - q y, the integer q constant between its jumps. q is
+// read back from fmod itself, which is exact: trunc(x / y) may round to the
+// next integer (x / y of 1.0 and 0.1 is 10, fmod's q is 9).
 template <>
 struct rule<ir::fn::fmod> : cwise_binary_rule<rule<ir::fn::fmod>> {
   template <class S>
   CTG_HOST_DEVICE static S quotient(S x, S y) {
-    using std::trunc;
-    return trunc(x / y);
+    using std::fmod, std::round;
+    return round((x - fmod(x, y)) / y);
   }
   template <int K, class S>
   CTG_HOST_DEVICE static S coeff_vjp(S g, S x, S y) {
