@@ -289,6 +289,12 @@ struct buffer_state {
   bool touched = false;
   std::int64_t first_axis_extent = 0;  // of the handle that touched it (0 for rank 0)
   std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
+  // With the host-write checks, what a forward launch whose adjoint reads
+  // the buffer left: the digests of its rows (one for the whole buffer
+  // where rows are not tracked), at version forward_digest_version. k.grad
+  // compares the rows it reads, to find writes that left no version.
+  std::vector<std::uint64_t> forward_digests;
+  std::uint64_t forward_digest_version = none;
 };
 
 // Where the elements of a buffer lie: extents and byte strides. Row-major
@@ -450,6 +456,13 @@ struct field_storage {
   // A 64-bit digest of the host buffer's elements, packed: two contents
   // that differ give different digests but with a chance of 2^-64.
   std::uint64_t contents_digest(int which) const;
+  // The digests of the host buffer's rows of the first axis (`extent` of
+  // them, when tracks_rows), or of the whole buffer.
+  void row_digests(int which, std::int64_t extent, std::vector<std::uint64_t>& out) const;
+  // Whether the rows `rows` hold what the forward launch that last watched
+  // the buffer left, as far as its digests tell (true when they cannot:
+  // another version since, device memory).
+  bool rows_as_forward_left(int which, row_set const& rows) const;
   // Turns a touch into a write, unless a snapshot shows nothing changed. A
   // snapshot that differs also stamps the rows that differ (all of them past
   // max_tracked_rows), as a launch writing them would, so that k.grad sees
@@ -461,7 +474,7 @@ struct field_storage {
   // reads (k.grad without a tape): a touch from now on is compared.
   // Launches on several threads may read one field at once, and each
   // watches it: under settle_mutex, as settling is.
-  void watch_for_adjoint(int which);
+  void watch_for_adjoint(int which, std::int64_t extent);
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.
   void check_alive(std::string const& field_name) const;
@@ -741,32 +754,64 @@ CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::touch(int which, std::int64_
   if (needed && space == memory_space::host) gather(which, b.snapshot);
 }
 
+// Eight bytes at a time, each word multiplied into the running value (odd
+// multipliers, a rotation between words), the tail zero-padded, the length
+// mixed in last.
+inline std::uint64_t digest_bytes(unsigned char const* p, std::size_t n) {
+  std::uint64_t h = 0x243f6a8885a308d3ull;
+  std::size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + k, 8);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    h = (h << 29) | (h >> 35);
+  }
+  if (k < n) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, p + k, n - k);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+  }
+  h ^= std::uint64_t(n);
+  h = (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 29);
+}
+
 CTG_RUNTIME_INLINE std::uint64_t field_storage::contents_digest(int which) const {
+  std::vector<std::uint64_t> one;
+  row_digests(which, 0, one);
+  return one[0];
+}
+
+CTG_RUNTIME_INLINE void field_storage::row_digests(int which, std::int64_t extent,
+                                                   std::vector<std::uint64_t>& out) const {
   std::vector<unsigned char> gathered;
   auto const* p = static_cast<unsigned char const*>(buffer(which));
   if (strided_buffer(which)) {
     gather(which, gathered);
     p = gathered.data();
   }
-  // Eight bytes at a time, each word multiplied into the running value
-  // (odd multipliers, a rotation between words), the tail zero-padded, the
-  // length mixed in last.
-  std::uint64_t h = 0x243f6a8885a308d3ull;
-  std::size_t k = 0;
-  for (; k + 8 <= bytes; k += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p + k, 8);
-    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-    h = (h << 29) | (h >> 35);
+  if (!tracks_rows(extent) || bytes % std::size_t(extent) != 0) {
+    out.assign(1, digest_bytes(p, bytes));
+    return;
   }
-  if (k < bytes) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, p + k, bytes - k);
-    h = ((h ^ w) * 0x9e3779b97f4a7c15ull);
+  std::size_t const row_bytes = bytes / std::size_t(extent);
+  out.resize(std::size_t(extent));
+  for (std::int64_t r = 0; r < extent; ++r) out[std::size_t(r)] = digest_bytes(p + std::size_t(r) * row_bytes, row_bytes);
+}
+
+CTG_RUNTIME_INLINE bool field_storage::rows_as_forward_left(int which, row_set const& rows) const {
+  buffer_state const& b = state[which];
+  if (b.forward_digest_version != b.version || space != memory_space::host || b.forward_digests.empty()) return true;
+  std::vector<std::uint64_t> now;
+  std::int64_t const extent = b.forward_digests.size() == 1 ? 0 : std::int64_t(b.forward_digests.size());
+  row_digests(which, extent, now);
+  if (now.size() == 1 || rows.all()) return now == b.forward_digests;
+  for (int k = 0; k < rows.count; ++k) {
+    int const row = rows.rows[k];
+    if (row < 0 || std::size_t(row) >= now.size()) continue;  // no row of the buffer: nothing to compare
+    if (now[std::size_t(row)] != b.forward_digests[std::size_t(row)]) return false;
   }
-  h ^= std::uint64_t(bytes);
-  h = (h ^ (h >> 31)) * 0xbf58476d1ce4e5b9ull;
-  return h ^ (h >> 29);
+  return true;
 }
 
 CTG_RUNTIME_INLINE void field_storage::gather(int which, std::vector<unsigned char>& out) const {
@@ -826,10 +871,14 @@ CTG_RUNTIME_INLINE void field_storage::stamp_changed_rows(buffer_state& b, unsig
   }
 }
 
-CTG_RUNTIME_INLINE void field_storage::watch_for_adjoint(int which) {
+CTG_RUNTIME_INLINE void field_storage::watch_for_adjoint(int which, std::int64_t extent) {
   std::lock_guard lock(settle_mutex);
   settle_locked(which);
-  state[which].forward_watched = state[which].version;
+  buffer_state& b = state[which];
+  b.forward_watched = b.version;
+  if (space != memory_space::host || b.forward_digest_version == b.version) return;  // digested already
+  row_digests(which, extent, b.forward_digests);
+  b.forward_digest_version = b.version;
 }
 
 CTG_RUNTIME_INLINE void field_storage::check_alive(std::string const& field_name) const {
@@ -1117,7 +1166,12 @@ class field : detail::field_ownership {
   // The forward launch just run left the values its adjoint reads (see
   // CTG_HOST_WRITE_CHECKS).
   void watch_for_adjoint() const {
-    if (owner_) owner_->watch_for_adjoint(which_);
+    if (owner_) owner_->watch_for_adjoint(which_, first_extent());
+  }
+  // Whether the rows `rows` hold what the last forward launch that watched
+  // the field left, as far as digests tell (CTG_HOST_WRITE_CHECKS).
+  bool rows_as_forward_left(detail::row_set const& rows) const {
+    return owner_ == nullptr || owner_->rows_as_forward_left(which_, rows);
   }
   std::uint64_t version() const {
     settle();

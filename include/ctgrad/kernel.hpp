@@ -830,6 +830,13 @@ class kernel_t {
     int const changed = first_field_in(
         needed, [&](auto const& a, int i) { return a.rows_written_after(touched.reads[i], *stamp); }, args...);
     if (changed >= 0) detail::raise_changed_since_forward(Name.view(), changed, {detail::ref_of(args)...});
+    // Writes that left no version (through data(), into a view's memory):
+    // the rows read, against the digests the forward launch took.
+    if constexpr (CTG_HOST_WRITE_CHECKS) {
+      int const bypassed = first_field_in(
+          needed, [&](auto const& a, int i) { return !a.rows_as_forward_left(touched.reads[i]); }, args...);
+      if (bypassed >= 0) detail::raise_changed_since_forward(Name.view(), bypassed, {detail::ref_of(args)...});
+    }
   }
 
   // Runs every offload in one pass: in order forward, in reverse order for the

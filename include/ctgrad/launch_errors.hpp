@@ -158,7 +158,8 @@ CTG_RUNTIME_INLINE void raise_shared_storage(std::string_view kernel, int p, int
 
 CTG_RUNTIME_INLINE void raise_changed_since_forward(std::string_view kernel, int which, launch_args args) {
   throw autodiff_error("CTG-TAPE-003 " + kernel_prefix(kernel) + ": " + describe_param(which, args) +
-                       " changed since the forward launch (a launch or a host write), and the adjoint reads "
+                       " changed since the forward launch (a launch, a host write, or a write through a pointer or "
+                       "into a view's memory), and the adjoint reads "
                        "it. Fix: call k.grad before changing it, or record the launches on a ctg::tape, which "
                        "keeps the values each adjoint needs");
 }

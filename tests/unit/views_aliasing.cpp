@@ -137,3 +137,40 @@ TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-01
     CHECK_NOTHROW(square(x));
   }
 }
+
+namespace {
+// u(t + 1, i) = u(t, i)^2: k.grad at step t reads row t only.
+auto square_step = ctg::kernel<"square_step">([](auto u, int t) {
+  return ctg::range(u.shape(ctg::c<1>), [=](auto i) { return u(t + 1, i) = u(t, i) * u(t, i); });
+});
+}  // namespace
+
+TEST_CASE("k.grad without a tape: rows it reads written behind ctgrad since the forward launch raise CTG-TAPE-003") {
+  ctg::field<double, 0, ctg::grad> loss({}, {.name = "loss"});
+  SUBCASE("into the memory under a view") {
+    std::vector<double> position{0.5, 1.5, 2.5}, weight{1.0, 2.0, 3.0};
+    auto x = ctg::view<ctg::grad>(position, {.name = "x"});
+    auto c = ctg::view(weight, {.name = "c"});
+    weighted_sum(x, c, loss);
+    loss.grad().fill(1.0);
+    weight[1] = 9.0;
+    CHECK_THROWS_WITH_AS(weighted_sum.grad(x, c, loss), doctest::Contains("CTG-TAPE-003 kernel 'weighted_sum'"),
+                         ctg::autodiff_error);
+    weight[1] = 2.0;  // back as the forward launch left it: the adjoint runs, d/dx = 2 c x
+    weighted_sum.grad(x, c, loss);
+    CHECK(x.grad().at(2) == doctest::Approx(2.0 * 3.0 * 2.5));
+  }
+  SUBCASE("through data(): a row the adjoint does not read passes, a row it reads raises") {
+    ctg::field<double, 2, ctg::grad> u({4, 3}, {.name = "u"});
+    u.fill(0.7);
+    u.grad().fill(1.0);
+    square_step(u, 0);
+    u.data()[2 * 3 + 1] = 5.0;  // row 2: the next steps' business
+    square_step.grad(u, 0);
+    CHECK(u.grad().at(0, 1) == doctest::Approx(1.0 + 2.0 * 0.7));  // its own seed, then 2 u from row 1's
+    square_step(u, 0);
+    u.data()[0 * 3 + 1] = 5.0;  // row 0: what the adjoint reads
+    CHECK_THROWS_WITH_AS(square_step.grad(u, 0), doctest::Contains("CTG-TAPE-003 kernel 'square_step'"),
+                         ctg::autodiff_error);
+  }
+}
