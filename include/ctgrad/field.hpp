@@ -876,7 +876,9 @@ CTG_RUNTIME_INLINE void field_storage::watch_for_adjoint(int which, std::int64_t
   settle_locked(which);
   buffer_state& b = state[which];
   b.forward_watched = b.version;
-  if (space != memory_space::host || b.forward_digest_version == b.version) return;  // digested already
+  // Again at every forward launch, the version alone cannot say: the launch
+  // may have run on values written behind ctgrad, and k.grad will read those.
+  if (space != memory_space::host) return;
   row_digests(which, extent, b.forward_digests);
   b.forward_digest_version = b.version;
 }

@@ -159,6 +159,13 @@ TEST_CASE("k.grad without a tape: rows it reads written behind ctgrad since the 
     weight[1] = 2.0;  // back as the forward launch left it: the adjoint runs, d/dx = 2 c x
     weighted_sum.grad(x, c, loss);
     CHECK(x.grad().at(2) == doctest::Approx(2.0 * 3.0 * 2.5));
+    // Written behind ctgrad before a forward launch: that launch and k.grad
+    // both read the new values, which is consistent.
+    weight[1] = 4.0;
+    x.zero_grad();
+    weighted_sum(x, c, loss);
+    weighted_sum.grad(x, c, loss);
+    CHECK(x.grad().at(1) == doctest::Approx(2.0 * 4.0 * 1.5));
   }
   SUBCASE("through data(): a row the adjoint does not read passes, a row it reads raises") {
     ctg::field<double, 2, ctg::grad> u({4, 3}, {.name = "u"});
