@@ -290,9 +290,12 @@ struct buffer_state {
   std::int64_t first_axis_extent = 0;  // of the handle that touched it (0 for rank 0)
   std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
   // With the host-write checks, what a forward launch whose adjoint reads
-  // the buffer left: the digests of its rows (one for the whole buffer
-  // where rows are not tracked), at version forward_digest_version. k.grad
-  // compares the rows it reads, to find writes that left no version.
+  // the buffer left in the rows it reads (forward_digest_rows; all: one
+  // digest of the whole buffer), at version forward_digest_version, carried
+  // forward as forward_watched is (writes of rows are stamped, and k.grad
+  // finds those first). k.grad compares the rows it reads, to find writes
+  // that left no version.
+  row_set forward_digest_rows;
   std::vector<std::uint64_t> forward_digests;
   std::uint64_t forward_digest_version = none;
 };
@@ -456,13 +459,15 @@ struct field_storage {
   // A 64-bit digest of the host buffer's elements, packed: two contents
   // that differ give different digests but with a chance of 2^-64.
   std::uint64_t contents_digest(int which) const;
-  // The digests of the host buffer's rows of the first axis (`extent` of
-  // them, when tracks_rows), or of the whole buffer.
-  void row_digests(int which, std::int64_t extent, std::vector<std::uint64_t>& out) const;
+  // The digests of rows `rows` of the first axis (`extent` rows) of the host
+  // buffer, in their order; of the whole buffer when `rows` is all, or the
+  // rows cannot be told apart (rows_digestible is false).
+  bool rows_digestible(std::int64_t extent, row_set const& rows) const;
+  void row_digests(int which, std::int64_t extent, row_set const& rows, std::vector<std::uint64_t>& out) const;
   // Whether the rows `rows` hold what the forward launch that last watched
   // the buffer left, as far as its digests tell (true when they cannot:
-  // another version since, device memory).
-  bool rows_as_forward_left(int which, row_set const& rows) const;
+  // another version since, rows it did not digest, device memory).
+  bool rows_as_forward_left(int which, std::int64_t extent, row_set const& rows);
   // Turns a touch into a write, unless a snapshot shows nothing changed. A
   // snapshot that differs also stamps the rows that differ (all of them past
   // max_tracked_rows), as a launch writing them would, so that k.grad sees
@@ -474,7 +479,7 @@ struct field_storage {
   // reads (k.grad without a tape): a touch from now on is compared.
   // Launches on several threads may read one field at once, and each
   // watches it: under settle_mutex, as settling is.
-  void watch_for_adjoint(int which, std::int64_t extent);
+  void watch_for_adjoint(int which, std::int64_t extent, row_set const& rows);
 
   // Views: throws CTG-FIELD-009 when the memory is known to be gone.
   void check_alive(std::string const& field_name) const;
@@ -700,6 +705,7 @@ CTG_RUNTIME_INLINE void field_storage::note_write(int which, bool bulk) {
     b.bulk_stamp = next_write_stamp();
   else if (b.forward_watched == before)
     b.forward_watched = b.version;
+  if (b.forward_digest_version == before) b.forward_digest_version = b.version;
 }
 
 CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::note_rows_write(int which, row_set const& rows, std::int64_t extent,
@@ -777,12 +783,21 @@ inline std::uint64_t digest_bytes(unsigned char const* p, std::size_t n) {
 }
 
 CTG_RUNTIME_INLINE std::uint64_t field_storage::contents_digest(int which) const {
+  row_set all;
+  all.add_all();
   std::vector<std::uint64_t> one;
-  row_digests(which, 0, one);
+  row_digests(which, 0, all, one);
   return one[0];
 }
 
-CTG_RUNTIME_INLINE void field_storage::row_digests(int which, std::int64_t extent,
+CTG_RUNTIME_INLINE bool field_storage::rows_digestible(std::int64_t extent, row_set const& rows) const {
+  if (rows.all() || !tracks_rows(extent) || bytes % std::size_t(extent) != 0) return false;
+  for (int k = 0; k < rows.count; ++k)
+    if (rows.rows[k] < 0 || rows.rows[k] >= extent) return false;
+  return true;
+}
+
+CTG_RUNTIME_INLINE void field_storage::row_digests(int which, std::int64_t extent, row_set const& rows,
                                                    std::vector<std::uint64_t>& out) const {
   std::vector<unsigned char> gathered;
   auto const* p = static_cast<unsigned char const*>(buffer(which));
@@ -790,26 +805,29 @@ CTG_RUNTIME_INLINE void field_storage::row_digests(int which, std::int64_t exten
     gather(which, gathered);
     p = gathered.data();
   }
-  if (!tracks_rows(extent) || bytes % std::size_t(extent) != 0) {
+  if (!rows_digestible(extent, rows)) {
     out.assign(1, digest_bytes(p, bytes));
     return;
   }
   std::size_t const row_bytes = bytes / std::size_t(extent);
-  out.resize(std::size_t(extent));
-  for (std::int64_t r = 0; r < extent; ++r) out[std::size_t(r)] = digest_bytes(p + std::size_t(r) * row_bytes, row_bytes);
+  out.resize(std::size_t(rows.count));
+  for (int k = 0; k < rows.count; ++k)
+    out[std::size_t(k)] = digest_bytes(p + std::size_t(rows.rows[k]) * row_bytes, row_bytes);
 }
 
-CTG_RUNTIME_INLINE bool field_storage::rows_as_forward_left(int which, row_set const& rows) const {
+CTG_RUNTIME_INLINE bool field_storage::rows_as_forward_left(int which, std::int64_t extent, row_set const& rows) {
+  // Under settle_mutex: a forward launch on another thread may be watching.
+  std::lock_guard lock(settle_mutex);
   buffer_state const& b = state[which];
   if (b.forward_digest_version != b.version || space != memory_space::host || b.forward_digests.empty()) return true;
   std::vector<std::uint64_t> now;
-  std::int64_t const extent = b.forward_digests.size() == 1 ? 0 : std::int64_t(b.forward_digests.size());
-  row_digests(which, extent, now);
-  if (now.size() == 1 || rows.all()) return now == b.forward_digests;
-  for (int k = 0; k < rows.count; ++k) {
-    int const row = rows.rows[k];
-    if (row < 0 || std::size_t(row) >= now.size()) continue;  // no row of the buffer: nothing to compare
-    if (now[std::size_t(row)] != b.forward_digests[std::size_t(row)]) return false;
+  row_digests(which, extent, b.forward_digest_rows, now);
+  if (now.size() != b.forward_digests.size()) return true;  // digested with another extent
+  if (b.forward_digests.size() == 1 && !rows_digestible(extent, b.forward_digest_rows)) return now == b.forward_digests;
+  for (int k = 0; k < b.forward_digest_rows.count; ++k) {
+    bool asked = rows.all();
+    for (int l = 0; l < rows.count && !asked; ++l) asked = rows.rows[l] == b.forward_digest_rows.rows[k];
+    if (asked && now[std::size_t(k)] != b.forward_digests[std::size_t(k)]) return false;
   }
   return true;
 }
@@ -852,6 +870,7 @@ CTG_RUNTIME_INLINE void field_storage::settle_locked(int which) {
     // left: its adjoint keeps watching them.
     std::uint64_t const before = b.version++;
     if (b.forward_watched == before) b.forward_watched = b.version;
+    if (b.forward_digest_version == before) b.forward_digest_version = b.version;
     stamp_changed_rows(b, now);
   }
   b.snapshot.clear();  // keeps its memory for the next touch
@@ -871,7 +890,7 @@ CTG_RUNTIME_INLINE void field_storage::stamp_changed_rows(buffer_state& b, unsig
   }
 }
 
-CTG_RUNTIME_INLINE void field_storage::watch_for_adjoint(int which, std::int64_t extent) {
+CTG_RUNTIME_INLINE void field_storage::watch_for_adjoint(int which, std::int64_t extent, row_set const& rows) {
   std::lock_guard lock(settle_mutex);
   settle_locked(which);
   buffer_state& b = state[which];
@@ -879,7 +898,9 @@ CTG_RUNTIME_INLINE void field_storage::watch_for_adjoint(int which, std::int64_t
   // Again at every forward launch, the version alone cannot say: the launch
   // may have run on values written behind ctgrad, and k.grad will read those.
   if (space != memory_space::host) return;
-  row_digests(which, extent, b.forward_digests);
+  row_digests(which, extent, rows, b.forward_digests);
+  b.forward_digest_rows = rows;
+  if (!rows_digestible(extent, rows)) b.forward_digest_rows.add_all();
   b.forward_digest_version = b.version;
 }
 
@@ -1167,13 +1188,13 @@ class field : detail::field_ownership {
   }
   // The forward launch just run left the values its adjoint reads (see
   // CTG_HOST_WRITE_CHECKS).
-  void watch_for_adjoint() const {
-    if (owner_) owner_->watch_for_adjoint(which_, first_extent());
+  void watch_for_adjoint(detail::row_set const& rows) const {
+    if (owner_) owner_->watch_for_adjoint(which_, first_extent(), rows);
   }
   // Whether the rows `rows` hold what the last forward launch that watched
   // the field left, as far as digests tell (CTG_HOST_WRITE_CHECKS).
   bool rows_as_forward_left(detail::row_set const& rows) const {
-    return owner_ == nullptr || owner_->rows_as_forward_left(which_, rows);
+    return owner_ == nullptr || owner_->rows_as_forward_left(which_, first_extent(), rows);
   }
   std::uint64_t version() const {
     settle();

@@ -270,7 +270,7 @@ class kernel_t {
         using checks = reverse_checks<A...>;
         auto const rows = launch<backend::value_and_gradient_pass>(args...);
         note_writes(checks::findings.written_params, rows, args...);
-        remember_forward(checks::findings.needed_params, args...);
+        remember_forward(checks::findings.needed_params, rows, args...);
       } else {
         (*this)(args...);
         grad(args...);
@@ -649,7 +649,7 @@ class kernel_t {
         }(),
         rows, args...);
     if constexpr (differentiable) {
-      remember_forward(reverse_checks<A...>::findings.needed_params, args...);
+      remember_forward(reverse_checks<A...>::findings.needed_params, rows, args...);
       if (t) {
         (t->note_gradient_of(args), ...);
         t->end_launch(entry, uses, [self = *this, captured = std::make_tuple(args...)] {
@@ -793,10 +793,14 @@ class kernel_t {
     (one(args), ...);
     return h;
   }
+  // `rows`: the rows the launch read (and the adjoint will), digested with
+  // the host-write checks.
   template <class... A>
-  static void remember_forward(unsigned long long needed, A const&... args) {
+  static void remember_forward(unsigned long long needed, detail::launch_rows<sizeof...(A)> const& rows,
+                               A const&... args) {
     if (needed == 0) return;
-    if constexpr (CTG_HOST_WRITE_CHECKS) for_fields_in(needed, [](auto const& a, int) { a.watch_for_adjoint(); }, args...);
+    if constexpr (CTG_HOST_WRITE_CHECKS)
+      for_fields_in(needed, [&](auto const& a, int i) { a.watch_for_adjoint(rows.reads[i]); }, args...);
     auto now = needed_buffers(needed, args...);
     std::uint64_t const numbers = numbers_of(args...);
     std::uint64_t const stamp = detail::next_write_stamp();  // after the launch's own writes

@@ -374,7 +374,7 @@ class tape : private detail::host_write_observer {
     t.digest = t.storage->contents_digest(t.which);
     t.digest_version = version_of(t);
   }
-  // `number` 0: before backward().
+  // `number` 0: before backward(); negative: `kernel` names what ran.
   void check_digest(tracked const& t, std::string_view kernel, int number) const;
   std::string kernel_of(int number) const;
 
@@ -507,7 +507,10 @@ CTG_RUNTIME_INLINE void tape::backward() {
   stop_recording();
   for (auto const& check : before_backward_) check();
   for (auto& b : buffers_) b.storage->settle(b.which);
-  for (auto const& b : buffers_) check_digest(b, {}, 0);
+  // Only what an adjoint will read: no launch comes after to pass a
+  // gradient on through the others' values.
+  for (auto const& b : buffers_)
+    if (held_live(b)) check_digest(b, {}, 0);
   // ctg::set_flush_subnormals covers the gradient adds made here on the
   // host (copy_from's adjoint, a halo's, the adding back below), not only
   // the adjoints' launches. Declared first, it outlives the adding back.
@@ -708,13 +711,10 @@ CTG_RUNTIME_INLINE void tape::end_launch(std::size_t entry, std::vector<detail::
     (active_ ? tb.ro_seen : tb.seen) = now;
     watch(tb, now);
   }
-  // Digests of what the launch left: a field it only read keeps the one
-  // begin_launch compared, if any.
+  // Digests of what the launch left (of a field it only read too: a digest
+  // begin_launch did not compare may be older than its contents).
   if (active_ == nullptr && !replaying_)
-    for (std::size_t k = 0; k < uses.size(); ++k) {
-      tracked& tb = buffers_[launch_buffers_[k]];
-      if (uses[k].written || tb.digest_version != version_of(tb)) take_digest(tb);
-    }
+    for (std::size_t k = 0; k < uses.size(); ++k) take_digest(buffers_[launch_buffers_[k]]);
 }
 
 CTG_RUNTIME_INLINE std::size_t tape::buffer_for(detail::launch_use const& u) {
@@ -771,7 +771,8 @@ CTG_RUNTIME_INLINE void tape::check_digest(tracked const& t, std::string_view ke
   if (!digest_applies(t) || t.digest_version != version_of(t)) return;
   if (!t.storage->owned[0]) t.storage->check_alive(t.name);  // a view: its memory may be gone
   if (t.storage->contents_digest(t.which) == t.digest) return;
-  std::string const where = number == 0 ? std::string("backward()")
+  std::string const where = number == 0  ? std::string("backward()")
+                            : number < 0 ? "the end of a " + std::string(kernel)
                                          : "launch #" + std::to_string(number) + " (kernel '" + std::string(kernel) + "')";
   throw autodiff_error("CTG-TAPE-014 " + where + " uses field '" + t.name +
                        "', whose contents changed since the tape's last launch on it by a write ctgrad did not "
@@ -1141,8 +1142,12 @@ CTG_RUNTIME_INLINE void tape::finish_forward_pass(rollout_run& r) {
     if (tb.ro_run == r.id && differentiable_values(*tb.storage, tb.which)) tb.seen = version_of(tb);
   // And, with verify_contents, compare what the rollout left before the
   // next launch on it and before backward().
+  // A field the rollout only read keeps its version: compared first.
   for (auto& tb : buffers_)
-    if (tb.ro_run == r.id) take_digest(tb);
+    if (tb.ro_run == r.id) {
+      check_digest(tb, "checkpointed rollout", -1);
+      take_digest(tb);
+    }
 }
 
 CTG_RUNTIME_INLINE void tape::undo_forward_pass(rollout_run& r) {
