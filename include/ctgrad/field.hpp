@@ -289,15 +289,12 @@ struct buffer_state {
   bool touched = false;
   std::int64_t first_axis_extent = 0;  // of the handle that touched it (0 for rank 0)
   std::vector<unsigned char> snapshot;  // host contents at the first touch of a watched version
-  // With the host-write checks, what a forward launch whose adjoint reads
-  // the buffer left in the rows it reads (forward_digest_rows; all: one
-  // digest of the whole buffer), at version forward_digest_version, carried
-  // forward as forward_watched is (writes of rows are stamped, and k.grad
-  // finds those first). k.grad compares the rows it reads, to find writes
-  // that left no version.
+  // With the host-write checks, what that forward launch left in the rows
+  // its adjoint reads (forward_digest_rows; all: one digest of the whole
+  // buffer), valid while forward_watched is the version. k.grad compares the
+  // rows it reads, to find writes that left no version.
   row_set forward_digest_rows;
   std::vector<std::uint64_t> forward_digests;
-  std::uint64_t forward_digest_version = none;
 };
 
 // Where the elements of a buffer lie: extents and byte strides. Row-major
@@ -705,7 +702,6 @@ CTG_RUNTIME_INLINE void field_storage::note_write(int which, bool bulk) {
     b.bulk_stamp = next_write_stamp();
   else if (b.forward_watched == before)
     b.forward_watched = b.version;
-  if (b.forward_digest_version == before) b.forward_digest_version = b.version;
 }
 
 CTG_RUNTIME_INLINE CTG_NOINLINE void field_storage::note_rows_write(int which, row_set const& rows, std::int64_t extent,
@@ -819,11 +815,11 @@ CTG_RUNTIME_INLINE bool field_storage::rows_as_forward_left(int which, std::int6
   // Under settle_mutex: a forward launch on another thread may be watching.
   std::lock_guard lock(settle_mutex);
   buffer_state const& b = state[which];
-  if (b.forward_digest_version != b.version || space != memory_space::host || b.forward_digests.empty()) return true;
+  if (b.forward_watched != b.version || space != memory_space::host || b.forward_digests.empty()) return true;
   std::vector<std::uint64_t> now;
   row_digests(which, extent, b.forward_digest_rows, now);
   if (now.size() != b.forward_digests.size()) return true;  // digested with another extent
-  if (b.forward_digests.size() == 1 && !rows_digestible(extent, b.forward_digest_rows)) return now == b.forward_digests;
+  if (b.forward_digest_rows.all()) return now == b.forward_digests;
   for (int k = 0; k < b.forward_digest_rows.count; ++k) {
     bool asked = rows.all();
     for (int l = 0; l < rows.count && !asked; ++l) asked = rows.rows[l] == b.forward_digest_rows.rows[k];
@@ -870,7 +866,6 @@ CTG_RUNTIME_INLINE void field_storage::settle_locked(int which) {
     // left: its adjoint keeps watching them.
     std::uint64_t const before = b.version++;
     if (b.forward_watched == before) b.forward_watched = b.version;
-    if (b.forward_digest_version == before) b.forward_digest_version = b.version;
     stamp_changed_rows(b, now);
   }
   b.snapshot.clear();  // keeps its memory for the next touch
@@ -901,7 +896,6 @@ CTG_RUNTIME_INLINE void field_storage::watch_for_adjoint(int which, std::int64_t
   row_digests(which, extent, rows, b.forward_digests);
   b.forward_digest_rows = rows;
   if (!rows_digestible(extent, rows)) b.forward_digest_rows.add_all();
-  b.forward_digest_version = b.version;
 }
 
 CTG_RUNTIME_INLINE void field_storage::check_alive(std::string const& field_name) const {
@@ -1145,7 +1139,8 @@ class field : detail::field_ownership {
   detail::element_layout layout() const { return layout_of(0); }
   bool empty() const { return owner_ == nullptr; }
   // The elements' memory. Writes through it leave no trace in the versions:
-  // a tape that verifies contents finds them (CTG-TAPE-014), nothing else does.
+  // only digests find them (a tape's, CTG-TAPE-014; with the host-write
+  // checks, k.grad's, CTG-TAPE-003).
   T* data() const { return data_; }
   // How many handles share this storage (the storage lives until the last goes).
   long use_count() const { return owner_.use_count(); }

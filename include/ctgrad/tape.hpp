@@ -622,11 +622,11 @@ CTG_RUNTIME_INLINE std::size_t tape::begin_launch(std::string_view kernel, std::
     // CTG-TAPE-007's (rollout_sees), and a launch that only writes it is
     // checked against the rollout's last launch on it. Runs of a step
     // again in backward() start from snapshots the tape put back; a
-    // whole-field host write replaces what was there.
+    // whole-field host write replaces what was there, so its contents
+    // matter only where an adjoint will read them (the copy taken below
+    // would keep them).
     tracked const& tb = buffers_[launch_buffers_[k]];
     if (replaying_) continue;
-    // A whole-field host write replaces what was there, which matters only
-    // where an adjoint will read it: the copy taken below would keep it.
     if (active_ == nullptr && (!uses[k].whole || held_live(tb))) check_digest(tb, kernel, number);
     if (uses[k].whole) continue;
     if (active_ == nullptr || tb.ro_run != active_->id)
@@ -1140,9 +1140,9 @@ CTG_RUNTIME_INLINE void tape::finish_forward_pass(rollout_run& r) {
   // touched as they check those of launches outside it (CTG-TAPE-012).
   for (auto& tb : buffers_)
     if (tb.ro_run == r.id && differentiable_values(*tb.storage, tb.which)) tb.seen = version_of(tb);
-  // And, with verify_contents, compare what the rollout left before the
-  // next launch on it and before backward().
-  // A field the rollout only read keeps its version: compared first.
+  // With verify_contents, what the rollout left is compared before the next
+  // launch on it and before backward(); a field it only read keeps its
+  // version, and is compared first.
   for (auto& tb : buffers_)
     if (tb.ro_run == r.id) {
       check_digest(tb, "checkpointed rollout", -1);

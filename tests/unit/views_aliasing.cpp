@@ -46,6 +46,15 @@ auto pin_first = ctg::kernel<"pin_first">([](auto x, double value) { return ctg:
 auto weighted_sum = ctg::kernel<"weighted_sum">([](auto x, auto c, auto loss) {
   return ctg::range(x.size(), [=](auto i) { return loss() += c[i] * x[i] * x[i]; });
 });
+// The fields of weighted_sum: x with a gradient, c without.
+struct weighted_sum_fields {
+  ctg::field<double, 1, ctg::grad> x{{3}, {.name = "x"}};
+  ctg::field<double, 1> c{{3}, {.name = "c"}};
+  weighted_sum_fields(std::vector<double> const& xs, std::vector<double> const& cs) {
+    x.copy_from(xs);
+    c.copy_from(cs);
+  }
+};
 }  // namespace
 
 TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-014, never a wrong gradient") {
@@ -63,10 +72,8 @@ TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-01
                          ctg::autodiff_error);
   }
   SUBCASE("through data(), after the last launch: backward() refuses") {
-    ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"});
-    ctg::field<double, 1> c({3}, {.name = "c"});  // no gradient: the adjoint needs its values
-    x.copy_from(start);
-    c.copy_from(weights);
+    weighted_sum_fields fields(start, weights);
+    auto& [x, c] = fields;  // c has no gradient: the adjoint needs its values
     ctg::tape tape(loss);
     weighted_sum(x, c, loss);
     c.data()[1] = 5.0;
@@ -74,10 +81,8 @@ TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-01
                          ctg::autodiff_error);
   }
   SUBCASE("through data(), then a whole-field write: the copy the tape keeps would hold the changed values") {
-    ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"});
-    ctg::field<double, 1> c({3}, {.name = "c"});
-    x.copy_from(start);
-    c.copy_from(weights);
+    weighted_sum_fields fields(start, weights);
+    auto& [x, c] = fields;
     ctg::tape tape(loss);
     weighted_sum(x, c, loss);  // its adjoint reads c
     c.data()[1] = 5.0;
@@ -94,10 +99,8 @@ TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-01
     CHECK_THROWS_WITH_AS(weighted_sum(x, c, loss), doctest::Contains("CTG-TAPE-014 launch #"), ctg::autodiff_error);
   }
   SUBCASE("a field written through data() after its last launch, whose values no adjoint reads, is fine") {
-    ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"});
-    ctg::field<double, 1> c({3}, {.name = "c"});
-    x.copy_from(start);
-    c.copy_from(weights);
+    weighted_sum_fields fields(start, weights);
+    auto& [x, c] = fields;
     ctg::tape tape(loss);
     weighted_sum(x, c, loss);  // its adjoint reads x: kept when square overwrites it
     square(x);
@@ -107,10 +110,9 @@ TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-01
       CHECK(x.grad().at(i) == doctest::Approx(2.0 * weights[std::size_t(i)] * start[std::size_t(i)]));
   }
   SUBCASE("reading through data() and writing a field no adjoint depends on are fine") {
-    ctg::field<double, 1, ctg::grad> x({3}, {.name = "x"});
-    ctg::field<double, 1> c({3}, {.name = "c"}), unused({3}, {.name = "unused"});
-    x.copy_from(start);
-    c.copy_from(weights);
+    weighted_sum_fields fields(start, weights);
+    auto& [x, c] = fields;
+    ctg::field<double, 1> unused({3}, {.name = "unused"});
     ctg::tape tape(loss);
     square(x);
     double seen = 0;
