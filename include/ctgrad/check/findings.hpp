@@ -32,9 +32,10 @@
 #define CTG_IMPL_MSG_AD_004 \
   "CTG-AD-004 a field's value is read, the reverse pass needs it, and the same kernel later overwrites "\
   "or accumulates into that element: the adjoint reads fields as the kernel left them and would use the "\
-  "new value. Fix: record the launch on a ctg::tape (it keeps the values a kernel read before "\
-  "overwriting them, when no read comes after the write), write the result to another field, or split "\
-  "the kernel"
+  "new value. Fix: read the element once into a ctg::let local and store the local after the last "\
+  "read; where every read comes before the first write, recording the launch on a ctg::tape is enough "\
+  "(it keeps the values the launch began with); or write the result to another field, or split the "\
+  "kernel"
 
 #define CTG_IMPL_MSG_AD_008 \
   "CTG-AD-008 atomic_min/atomic_max on a field with a gradient: an atomic choice has no derivative "\
