@@ -223,7 +223,7 @@ class kernel_t {
             unsigned long long const before = tape_pre_params<checks>(args...);
             uses = launch_uses(checks::findings.needed_params, before, checks::findings.written_params,
                                read_params<A...>(), args...);
-            entry = t->begin_launch(Name.view(), uses);
+            entry = t->begin_launch(Name.view(), uses, numbers_of(args...));
           }
           run_forward(t, entry, uses, args...);
         }
@@ -630,7 +630,7 @@ class kernel_t {
   template <class... A>
   std::size_t begin_without_adjoint(tape& t, std::vector<detail::launch_use>& uses, A const&... args) const {
     uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
-    return t.begin_launch(Name.view(), uses);
+    return t.begin_launch(Name.view(), uses, numbers_of(args...));
   }
 
   // Runs the forward launch (or k.fwd's tangent pass, which has no adjoint),
@@ -777,8 +777,8 @@ class kernel_t {
     return out;
   }
   // FNV-1a over the bytes of the arithmetic and enumeration arguments (the
-  // numbers a launch's indices are computed from); other arguments add
-  // nothing.
+  // numbers a launch's indices are computed from, and which a rollout's step
+  // run again by backward() must pass alike); other arguments add nothing.
   template <class... A>
   static std::uint64_t numbers_of(A const&... args) {
     std::uint64_t h = 14695981039346656037ull;

@@ -216,8 +216,10 @@ class tape : private detail::host_write_observer {
   // ---- called by kernel launches; not for users ---------------------------------------------------
   // Before a launch runs: saves what it is about to overwrite that an earlier
   // adjoint (or its own, or a rollout's snapshot) needs. Returns the entry to
-  // complete.
-  std::size_t begin_launch(std::string_view kernel, std::vector<detail::launch_use> uses);
+  // complete. `numbers`: a digest of the launch's plain-number arguments,
+  // which a rollout's step must pass again when backward() runs it again.
+  std::size_t begin_launch(std::string_view kernel, std::vector<detail::launch_use> uses,
+                           std::uint64_t numbers = 0);
   // After the launch ran (its written buffers bumped): the versions its
   // adjoint needs, and the adjoint itself (none for a launch that touches no
   // field with a gradient: its writes still matter to the others).
@@ -295,7 +297,7 @@ class tape : private detail::host_write_observer {
   // What one launch of a step looked like when it first ran: the kernel and
   // the buffers it read and wrote, and the versions it read.
   struct launch_print {
-    std::uint64_t shape = 0, versions = 0;
+    std::uint64_t shape = 0, versions = 0, numbers = 0;
   };
   struct rollout_run {
     int id = 0;
@@ -441,7 +443,8 @@ class tape : private detail::host_write_observer {
 
   // The rollout's view of a launch: what its steps carry, and whether the
   // launch matches the one its step made the first time.
-  void rollout_sees(std::string_view kernel, int number, std::vector<detail::launch_use> const& uses);
+  void rollout_sees(std::string_view kernel, int number, std::vector<detail::launch_use> const& uses,
+                    std::uint64_t numbers);
 
   // The end of the forward pass: the state is what the steps wrote and read;
   // what they only read is held for the whole rollout, what they only wrote
@@ -608,7 +611,8 @@ CTG_RUNTIME_INLINE std::string tape::listing() const {
   return out;
 }
 
-CTG_RUNTIME_INLINE std::size_t tape::begin_launch(std::string_view kernel, std::vector<detail::launch_use> uses) {
+CTG_RUNTIME_INLINE std::size_t tape::begin_launch(std::string_view kernel, std::vector<detail::launch_use> uses,
+                                                  std::uint64_t numbers) {
   if (done_ && !replaying_) throw autodiff_error("a kernel was launched under a ctg::tape after its backward()");
   int const number = ++launch_count_;
   launch_buffers_.resize(uses.size());
@@ -634,7 +638,7 @@ CTG_RUNTIME_INLINE std::size_t tape::begin_launch(std::string_view kernel, std::
     else if (!(uses[k].read || uses[k].needed))
       check_elements_written(kernel, number, uses[k], tb, tb.ro_seen);
   }
-  if (active_) rollout_sees(kernel, number, uses);
+  if (active_) rollout_sees(kernel, number, uses, numbers);
   launch_entry e;
   if (record_) {
     e.kernel = std::string(kernel);
@@ -1006,12 +1010,13 @@ CTG_RUNTIME_INLINE void tape::sweep_store(rollout_run& r, int t) {
 }
 
 CTG_RUNTIME_INLINE void tape::rollout_sees(std::string_view kernel, int number,
-                                           std::vector<detail::launch_use> const& uses) {
+                                           std::vector<detail::launch_use> const& uses, std::uint64_t numbers) {
   rollout_run& r = *active_;
   launch_print p;
   p.shape = mix(0x9e3779b97f4a7c15ull, std::hash<std::string_view>{}(kernel));
   for (std::size_t k = 0; k < uses.size(); ++k) {
     auto const& u = uses[k];
+  p.numbers = numbers;
     std::size_t const b = launch_buffers_[k];
     tracked& tb = buffers_[b];
     bool const reads = u.read || u.needed, writes = u.written;
@@ -1097,6 +1102,15 @@ CTG_RUNTIME_INLINE void tape::rollout_sees(std::string_view kernel, int number,
   if (r.prints[first + at].versions != p.versions) {
     std::string fields;
     for (auto const& u : uses)
+  if (r.prints[first + at].numbers != p.numbers)
+    throw autodiff_error(
+        "CTG-TAPE-006 rollout step " + std::to_string(r.step_now) + ", run again by backward() from a snapshot, " +
+        "launched kernel '" + std::string(kernel) + "' (launch #" + std::to_string(number) +
+        ") with other plain-number arguments than when it first ran (such as a time or a force): the step "
+        "function must make the same launches each time it runs a step, and a "
+        "value it keeps itself (a clock advanced by time += dt inside the step) has moved on since. Fix: compute "
+        "such values from the step number (time = t * dt), or keep them in a field the steps update with a "
+        "kernel; the gradient was not computed, and the fields hold their final forward values");
       if (u.read || u.needed) fields += (fields.empty() ? "'" : ", '") + u.name + "'";
     throw autodiff_error("CTG-TAPE-007 rollout step " + std::to_string(r.step_now) +
                          ", run again by backward() from a snapshot, reads other values than when it first ran "

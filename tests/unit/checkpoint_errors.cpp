@@ -214,6 +214,74 @@ TEST_CASE("CTG-TAPE-006: a field the steps only wrote, then read, is carried by 
   CHECK(same(got, p.outcome()));
 }
 
+TEST_CASE("CTG-TAPE-006: a step that keeps its own clock passes other numbers when run again") {
+  ad_test::thread_scope one(1);
+  pendulums p;
+  // A forcing that depends on the time and on a push computed from it on
+  // the host: both plain numbers the kernel takes as arguments.
+  constexpr auto force = ctg::kernel<"ck_force">([](auto x, auto v, auto k, double time, float push) {
+    return ctg::range(x.size(), [=](auto i) {
+      return v[i] += dt * (-k() * ctg::sin(x[i]) + 0.5 * ctg::cos(3.0 * time) + push * x[i]);
+    });
+  });
+  auto const push_at = [](double time) { return float(0.2 * time); };
+  // The full tape runs each step once, so a clock the step advances itself is
+  // right there: the reference.
+  auto const expected = [&] {
+    p.reset();
+    ctg::tape tape(p.loss);
+    double time = 0;
+    for (int t = 0; t < 12; ++t) {
+      force(p.x, p.v, p.k, time, push_at(time));
+      drift(p.x, p.v);
+      time += dt;
+    }
+    measure(p.x, p.k, p.loss);
+    tape.backward();
+    return p.outcome();
+  }();
+  // backward() runs steps 8 to 11 again from a snapshot, when the clock has
+  // moved past them: the first run again refused, wherever the clock is read.
+  for (bool clock_in_push : {false, true}) {
+    CAPTURE(clock_in_push);
+    p.reset();
+    ctg::tape tape(p.loss);
+    double time = 0;
+    tape.rollout(12, [&](int) {
+      force(p.x, p.v, p.k, clock_in_push ? 0.0 : time, push_at(clock_in_push ? time : 0.0));
+      drift(p.x, p.v);
+      time += dt;
+    }, ctg::checkpoint{.snapshots = 3});
+    measure(p.x, p.k, p.loss);
+    auto const final_x = p.x.to_vector(), final_v = p.v.to_vector();
+    std::string const what = ad_test::message_of<ctg::autodiff_error>([&] { tape.backward(); });
+    CHECK(what.find("CTG-TAPE-006 rollout step ") == 0);
+    CHECK(what.find(", run again by backward() from a snapshot, launched kernel 'ck_force' (launch #") !=
+          std::string::npos);
+    CHECK(what.find("with other plain-number arguments than when it first ran") != std::string::npos);
+    CHECK(p.x.to_vector() == final_x);
+    CHECK(p.v.to_vector() == final_v);
+  }
+  // Fixed: the time computed from the step number.
+  p.reset();
+  {
+    ctg::tape tape(p.loss);
+    tape.rollout(12, [&](int t) {
+      force(p.x, p.v, p.k, t * dt, push_at(t * dt));
+      drift(p.x, p.v);
+    }, ctg::checkpoint{.snapshots = 3});
+    measure(p.x, p.k, p.loss);
+    tape.backward();
+  }
+  auto const got = p.outcome();
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    // t * dt and a sum of dt agree to a few ulps, not to the bit.
+    CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("CTG-TAPE-007: the host writes a field the steps read, between steps or inside one") {
   ad_test::thread_scope one(1);
   pendulums p;
