@@ -367,6 +367,9 @@ class tape : private detail::host_write_observer {
     auto const it = t.kept.find(version_of(t));
     return it != t.kept.end() && it->second.holders > 0 && it->second.data == nullptr;
   }
+  // Inside a rollout's steps run again by backward(), which start from
+  // snapshots the tape put back: their first run was compared.
+  bool in_replayed_steps() const { return active_ != nullptr && !active_->sweeping; }
   bool digest_applies(tracked const& t) const {
     return opts_.verify_contents && t.storage->space == memory_space::host && t.which == 0 &&
            (differentiable_values(*t.storage, t.which) || held_live(t));
@@ -631,7 +634,7 @@ CTG_RUNTIME_INLINE std::size_t tape::begin_launch(std::string_view kernel, std::
     // would keep them).
     tracked const& tb = buffers_[launch_buffers_[k]];
     if (replaying_) continue;
-    if (active_ == nullptr && (!uses[k].whole || held_live(tb))) check_digest(tb, kernel, number);
+    if (!in_replayed_steps() && (!uses[k].whole || held_live(tb))) check_digest(tb, kernel, number);
     if (uses[k].whole) continue;
     if (active_ == nullptr || tb.ro_run != active_->id)
       check_elements_written(kernel, number, uses[k], tb, tb.seen);
@@ -717,7 +720,7 @@ CTG_RUNTIME_INLINE void tape::end_launch(std::size_t entry, std::vector<detail::
   }
   // Digests of what the launch left (of a field it only read too: a digest
   // begin_launch did not compare may be older than its contents).
-  if (active_ == nullptr && !replaying_)
+  if (!in_replayed_steps() && !replaying_)
     for (std::size_t k = 0; k < uses.size(); ++k) take_digest(buffers_[launch_buffers_[k]]);
 }
 
@@ -1013,10 +1016,10 @@ CTG_RUNTIME_INLINE void tape::rollout_sees(std::string_view kernel, int number,
                                            std::vector<detail::launch_use> const& uses, std::uint64_t numbers) {
   rollout_run& r = *active_;
   launch_print p;
+  p.numbers = numbers;
   p.shape = mix(0x9e3779b97f4a7c15ull, std::hash<std::string_view>{}(kernel));
   for (std::size_t k = 0; k < uses.size(); ++k) {
     auto const& u = uses[k];
-  p.numbers = numbers;
     std::size_t const b = launch_buffers_[k];
     tracked& tb = buffers_[b];
     bool const reads = u.read || u.needed, writes = u.written;
@@ -1099,9 +1102,6 @@ CTG_RUNTIME_INLINE void tape::rollout_sees(std::string_view kernel, int number,
         "cause: handles swapped inside the step (std::swap(now, next)), which a second run of the step finds "
         "swapped already. Fix: choose the fields from the step number (levels[t % 3]), or copy values instead "
         "of swapping handles; the gradient was not computed, and the fields hold their final forward values");
-  if (r.prints[first + at].versions != p.versions) {
-    std::string fields;
-    for (auto const& u : uses)
   if (r.prints[first + at].numbers != p.numbers)
     throw autodiff_error(
         "CTG-TAPE-006 rollout step " + std::to_string(r.step_now) + ", run again by backward() from a snapshot, " +
@@ -1111,6 +1111,9 @@ CTG_RUNTIME_INLINE void tape::rollout_sees(std::string_view kernel, int number,
         "value it keeps itself (a clock advanced by time += dt inside the step) has moved on since. Fix: compute "
         "such values from the step number (time = t * dt), or keep them in a field the steps update with a "
         "kernel; the gradient was not computed, and the fields hold their final forward values");
+  if (r.prints[first + at].versions != p.versions) {
+    std::string fields;
+    for (auto const& u : uses)
       if (u.read || u.needed) fields += (fields.empty() ? "'" : ", '") + u.name + "'";
     throw autodiff_error("CTG-TAPE-007 rollout step " + std::to_string(r.step_now) +
                          ", run again by backward() from a snapshot, reads other values than when it first ran "

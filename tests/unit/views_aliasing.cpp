@@ -1,8 +1,8 @@
 // The aliasing check (CTG-AD-012) on views: same memory, overlapping memory,
 // a view of an owning field's memory. And writes that bypass ctgrad between
 // a tape's launches (CTG-TAPE-014): into the memory under a view, through
-// data(); the same changes made so the tape sees them give the gradient a
-// hand-written chain rule gives.
+// data(), inside a checkpointed rollout's steps; the same changes made so
+// the tape sees them give the gradient a hand-written chain rule gives.
 #include <doctest/doctest.h>
 
 #include <ctgrad/ctgrad.hpp>
@@ -97,6 +97,31 @@ TEST_CASE("writes that bypass ctgrad between a tape's launches raise CTG-TAPE-01
     tape.rollout(4, [&](int) { square(x); }, ctg::checkpoint{.snapshots = 2});
     memory[2] = 0.5;
     CHECK_THROWS_WITH_AS(weighted_sum(x, c, loss), doctest::Contains("CTG-TAPE-014 launch #"), ctg::autodiff_error);
+  }
+  SUBCASE("into the memory under a view inside a checkpointed rollout's step, before the next launch on it") {
+    // backward() would run the steps again from a snapshot without the write.
+    std::vector<double> memory = start, gradient(3, 0.0);
+    auto x = ctg::view<ctg::grad>(memory, {.name = "x", .grad = gradient.data()});
+    ctg::tape tape(loss);
+    auto step = [&](int t) {
+      square(x);
+      if (t == 3) memory[0] *= 2.0;
+    };
+    CHECK_THROWS_WITH_AS(tape.rollout(6, step, ctg::checkpoint{.snapshots = 2}),
+                         doctest::Contains("CTG-TAPE-014 launch #5 (kernel 'square') uses field 'x'"),
+                         ctg::autodiff_error);
+  }
+  SUBCASE("into the memory under a view after a checkpointed rollout's last launch") {
+    std::vector<double> memory = start, gradient(3, 0.0);
+    auto x = ctg::view<ctg::grad>(memory, {.name = "x", .grad = gradient.data()});
+    ctg::tape tape(loss);
+    auto step = [&](int t) {
+      square(x);
+      if (t == 5) memory[1] = 0.25;
+    };
+    CHECK_THROWS_WITH_AS(tape.rollout(6, step, ctg::checkpoint{.snapshots = 2}),
+                         doctest::Contains("CTG-TAPE-014 the end of a checkpointed rollout uses field 'x'"),
+                         ctg::autodiff_error);
   }
   SUBCASE("a field written through data() after its last launch, whose values no adjoint reads, is fine") {
     weighted_sum_fields fields(start, weights);
