@@ -170,9 +170,23 @@ struct mul {
     if constexpr (detail::is_mat<A> && detail::is_mat<B>) {
       static_assert(int(A::ColsAtCompileTime) == int(B::RowsAtCompileTime),
                     "CTG-EXPR-002 matrix product of incompatible shapes");
+      // Eigen multiplies no float matrix by a double one (the coefficient-
+      // wise operations, dot, cross and outer convert coefficient by
+      // coefficient), and a matrix keeps its scalar type where a plain
+      // number takes the one it meets.
+      constexpr bool same_scalar = std::is_same_v<typename A::Scalar, typename B::Scalar>;
+      static_assert(same_scalar,
+                    "CTG-EXPR-019 matrix product of matrices of different scalar types (float and double: a "
+                    "captured Eigen constant keeps its own, where plain numbers take the one they meet). Fix: "
+                    "declare the constant with the fields' scalar type (Eigen::Matrix3f), or convert one side "
+                    "with ctg::cast<Eigen::Matrix3f>(m)");
       using R = Eigen::Matrix<typename A::Scalar, A::RowsAtCompileTime, B::ColsAtCompileTime>;
-      R r = a * b;
-      return r;
+      if constexpr (same_scalar) {
+        R r = a * b;
+        return r;
+      } else {
+        return R{};  // the error above, alone
+      }
     } else if constexpr (detail::is_mat<A> || detail::is_mat<B>) {
       return detail::zip_coeffs(a, b, [](auto x, auto y) { return x * y; });
     } else {
