@@ -24,13 +24,13 @@ int main() {
   ctg::field<vec3, 1> stretch({2}, {.name = "stretch"});
   auto corotated = ctg::kernel<"corotated">([](auto F, auto energy, auto R, auto stretch) {
     return ctg::range(F.size(), [=](auto p) {
-      auto [U, sigma, V] = ctg::svd(F[p]);                            // F = U diag(sigma) V^T
+      auto sigma = ctg::svd_sigma(F[p]);                               // F = U diag(sigma) V^T
       auto [values, vectors] = ctg::sym_eig(ctg::transpose(F[p]) * F[p]);  // F^T F = Q diag(values) Q^T
       return ctg::let(sigma, [=](auto s) {
         return ctg::block(energy[p] = (s[0_c] - 1) * (s[0_c] - 1) + (s[1_c] - 1) * (s[1_c] - 1) +
                                       (s[2_c] - 1) * (s[2_c] - 1),
-                          R[p] = U * ctg::transpose(V),  // the rotation of F = R S, also ctg::polar_r(F[p])
-                          stretch[p] = values);          // sigma^2, ascending
+                          R[p] = ctg::polar_r(F[p]),  // F = R S, R = U V^T (exact where sigma_i = sigma_j)
+                          stretch[p] = values);       // sigma^2, ascending
       });
     });
   });
