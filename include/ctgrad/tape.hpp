@@ -849,6 +849,7 @@ CTG_RUNTIME_INLINE void tape::restore(tracked& t, std::uint64_t version) {
   st.snapshot.clear();
   if (t.seen != none) t.seen = version;
   watch(t, version);
+  take_digest(t);  // a digest taken under that version number since may be of other contents
 }
 
 CTG_RUNTIME_INLINE void tape::provide(launch_entry const& l, need const& n) {
