@@ -228,6 +228,45 @@ TEST_CASE("a kernel that reads a field after overwriting it stays rejected, also
   static_assert(!decltype(both)::diagnose<vec_t, vec_t>().for_tape().ok());
 }
 
+TEST_CASE("a read after the write that feeds only a field without a gradient is not needed by the adjoint") {
+  // x[i] = |x[i] + 0.1 v[i]|, then a diagnostic copy of x[i]^2 into a field
+  // without a gradient: the adjoint of a store into such a field evaluates
+  // nothing, so the new x is never read by it and one version of x serves.
+  // With a gradient on the copy, the new x is needed and the kernel stays
+  // rejected on a tape.
+  constexpr auto bounce = [](auto x, auto v, auto seen) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::let(x[i] + 0.1 * v[i], [=](auto nx) {
+        return ctg::block(ctg::if_(nx < 0.0, x[i] = -nx, x[i] = nx), seen[i] = x[i] * x[i]);
+      });
+    });
+  };
+  constexpr auto bounce_seen = ctg::kernel<"bounce_seen">(bounce);
+  using plain_t = ctg::field<double, 1>;
+  static_assert(decltype(bounce_seen)::diagnose<vec_t, vec_t, plain_t>().for_tape().ok());
+  static_assert(!decltype(bounce_seen)::diagnose<vec_t, vec_t, vec_t>().for_tape().ok());
+  std::vector<double> const x0{0.5, -0.5, 0.01}, v0{1.0, 1.0, -1.0};
+  vec_t x({3}, {.name = "x"}), v({3}, {.name = "v"});
+  plain_t seen({3}, {.name = "seen"});
+  scal_t loss({.name = "loss"});
+  x.copy_from(x0);
+  v.copy_from(v0);
+  {
+    ctg::tape tape(loss);
+    bounce_seen(x, v, seen);
+    sum_sq(x, loss);  // loss = sum |x + 0.1 v|^3
+    tape.backward();
+  }
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    double const moved = x0[std::size_t(i)] + 0.1 * v0[std::size_t(i)];
+    CHECK(std::as_const(seen).at(i) == Approx(moved * moved));
+    // d/dx |m|^3 = 3 m |m|, d/dv = 0.3 m |m|
+    CHECK(x.grad().at(i) == Approx(3 * moved * std::abs(moved)));
+    CHECK(v.grad().at(i) == Approx(0.3 * moved * std::abs(moved)));
+  }
+}
+
 TEST_CASE("a write in one arm of a branch does not come before a read in the other, on a tape") {
   // A wall: velocities of particles past it are reset, the others damped by
   // their own value. The reset arm writes v, the other reads it: in one

@@ -111,27 +111,31 @@ struct event_walk {
   static constexpr bool needed_slot(int s) { return Analysis::needed[s]; }
 
   // ---- expressions: loads ------------------------------------------------------------------------
-  // The kids' positions ride along (ir::kid_positions).
-  template <class E, class Path, bool Need, class Loops, class Around, class Positions>
+  // The kids' positions ride along (ir::kid_positions). Reached: whether the
+  // adjoint propagates through the expression at all; the value stored into
+  // a field without a gradient is not, so nothing in it is needed for its
+  // active operands (the adjoint does not evaluate it: ad::reverse::rev of
+  // a store or an accumulation).
+  template <class E, class Path, bool Need, class Loops, class Around, class Positions, bool Reached>
   struct expr_walk {
     using type = detail::type_list<>;
   };
-  template <class Op, class... K, class Path, bool Need, class Loops, class Around, std::size_t... Is>
-  struct expr_walk<node<Op, K...>, Path, Need, Loops, Around, std::index_sequence<Is...>> {
+  template <class Op, class... K, class Path, bool Need, class Loops, class Around, std::size_t... Is, bool Reached>
+  struct expr_walk<node<Op, K...>, Path, Need, Loops, Around, std::index_sequence<Is...>, Reached> {
     using N = node<Op, K...>;
     using inner_around = typename around_kids<Op, Path, Around>::type;
     using kids_type = typename detail::concat_all<
         typename expr_walk<K, typename path_append<Path, Is>::type,
-                           kid_value_needed<Op, Is, Need, active<N>, active<K>...>(), Loops, inner_around,
-                           kid_positions_t<K>>::type...>::type;
+                           kid_value_needed<Op, Is, Need, Reached && active<N>, (Reached && active<K>)...>(), Loops,
+                           inner_around, kid_positions_t<K>, Reached>::type...>::type;
     // Loads of the indices come before the load itself.
     using own = std::conditional_t<is_access_op<Op>,
                                    detail::type_list<event<access_kind::load, Path, Need, Loops, N, Around>>,
                                    detail::type_list<>>;
     using type = detail::concat_t<kids_type, own>;
   };
-  template <class E, class Path, bool Need, class Loops, class Around>
-  using expr = expr_walk<E, Path, Need, Loops, Around, kid_positions_t<E>>;
+  template <class E, class Path, bool Need, class Loops, class Around, bool Reached = true>
+  using expr = expr_walk<E, Path, Need, Loops, Around, kid_positions_t<E>, Reached>;
 
   // ---- statements ------------------------------------------------------------------------------
   template <class S, class Path, class Loops, class Around>
@@ -191,7 +195,8 @@ struct event_walk {
     using type = typename detail::concat_all<
         typename decltype(index_events(std::make_index_sequence<A::arity>{}))::type,
         typename component_index_events<L>::type,
-        typename expr<E, typename path_append<Path, 1>::type, false, Loops, Around>::type,
+        typename expr<E, typename path_append<Path, 1>::type, false, Loops, Around,
+                      A::op_type::has_grad && A::op_type::which == buffer::primal>::type,
         detail::type_list<event<Kind, typename W::path, false, Loops, A, Around>>>::type;
   };
 
