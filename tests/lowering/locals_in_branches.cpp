@@ -14,32 +14,38 @@
 using doctest::Approx;
 using namespace ctg::literals;
 
+namespace {
+// out = y(x): w = (x^2, sin x), then w0 = 5x; for x < 0, w = (w1, w0 w1);
+// y = w0 + 2 w1. An ordinary C++ function that builds kernel code, so that
+// a parallel loop, a serial loop and a kernel's top level run one body.
+auto swap_in_branch(auto x, auto out) {
+  return ctg::let(ctg::vec(0.0, 0.0), [=](auto w) {
+    return ctg::block(w = ctg::vec(x * x, ctg::sin(x)), w[0_c] = x * 5.0,
+                      ctg::if_(x < 0.0, w = ctg::vec(w[1_c], w[0_c] * w[1_c])), out = w[0_c] + w[1_c] * 2.0);
+  });
+}
+// x >= 0: y = 5x + 2 sin x; x < 0: y = sin x + 10 x sin x.
+double swapped_value(double x) { return x >= 0 ? 5 * x + 2 * std::sin(x) : std::sin(x) + 10 * x * std::sin(x); }
+double swapped_slope(double x) {
+  return x >= 0 ? 5 + 2 * std::cos(x) : std::cos(x) + 10 * std::sin(x) + 10 * x * std::cos(x);
+}
+}  // namespace
+
 TEST_CASE("a vector local written by component, then reassigned whole in one arm of an if_") {
-  // w = (5x, sin x); for x < 0, w = (w1, w0 w1); y = w0 + 2 w1.
-  // x >= 0: y = 5x + 2 sin x; x < 0: y = sin x + 10 x sin x.
-  auto const value = [](double x) { return x >= 0 ? 5 * x + 2 * std::sin(x) : std::sin(x) + 10 * x * std::sin(x); };
-  auto const slope = [](double x) {
-    return x >= 0 ? 5 + 2 * std::cos(x) : std::cos(x) + 10 * std::sin(x) + 10 * x * std::cos(x);
-  };
   std::vector<double> const xv{0.3, -0.5, 1.7, -2.2};
   int const n = int(xv.size());
   ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"});
   x.copy_from(xv);
   auto k = ctg::kernel<"swap_in_branch">([](auto x, auto y) {
-    return ctg::range(x.size(), [=](auto i) {
-      return ctg::let(ctg::vec(0.0, 0.0), [=](auto w) {
-        return ctg::block(w = ctg::vec(x[i] * x[i], ctg::sin(x[i])), w[0_c] = x[i] * 5.0,
-                          ctg::if_(x[i] < 0.0, w = ctg::vec(w[1_c], w[0_c] * w[1_c])), y[i] = w[0_c] + w[1_c] * 2.0);
-      });
-    });
+    return ctg::range(x.size(), [=](auto i) { return swap_in_branch(x[i], y[i]); });
   });
   k(x, y);
   y.grad().fill(1.0);
   k.grad(x, y);
   for (int i = 0; i < n; ++i) {
     CAPTURE(i);
-    CHECK(y.at(i) == Approx(value(xv[i])).epsilon(1e-14));
-    CHECK(x.grad().at(i) == Approx(slope(xv[i])).epsilon(1e-13));
+    CHECK(y.at(i) == Approx(swapped_value(xv[i])).epsilon(1e-14));
+    CHECK(x.grad().at(i) == Approx(swapped_slope(xv[i])).epsilon(1e-13));
   }
 }
 
@@ -85,40 +91,26 @@ TEST_CASE("a matrix local reassigned in both arms inside a loop that carries it"
 }
 
 TEST_CASE("the same locals in a serial loop and at a kernel's top level") {
-  // As in the first case: x >= 0: y = 5x + 2 sin x; x < 0: y = sin x + 10 x sin x.
-  auto const slope = [](double x) {
-    return x >= 0 ? 5 + 2 * std::cos(x) : std::cos(x) + 10 * std::sin(x) + 10 * x * std::cos(x);
-  };
   std::vector<double> const xv{-0.8, 0.6, -1.9};
   int const n = int(xv.size());
   ctg::field<double, 1, ctg::grad> a({n}, {.name = "a"}), b({n}, {.name = "b"});
   a.copy_from(xv);
   auto in_order = ctg::kernel<"swap_in_serial_loop">([](auto a, auto b) {
-    return ctg::serial_range(a.size(), [=](auto i) {
-      return ctg::let(ctg::vec(0.0, 0.0), [=](auto w) {
-        return ctg::block(w = ctg::vec(a[i] * a[i], ctg::sin(a[i])), w[0_c] = a[i] * 5.0,
-                          ctg::if_(a[i] < 0.0, w = ctg::vec(w[1_c], w[0_c] * w[1_c])), b[i] = w[0_c] + w[1_c] * 2.0);
-      });
-    });
+    return ctg::serial_range(a.size(), [=](auto i) { return swap_in_branch(a[i], b[i]); });
   });
   in_order(a, b);
   b.grad().fill(1.0);
   in_order.grad(a, b);
   for (int i = 0; i < n; ++i) {
     CAPTURE(i);
-    CHECK(a.grad().at(i) == Approx(slope(xv[i])).epsilon(1e-13));
+    CHECK(a.grad().at(i) == Approx(swapped_slope(xv[i])).epsilon(1e-13));
   }
 
   ctg::field<double, 0, ctg::grad> x({.name = "x"}), y({.name = "y"});
   x.at() = -0.7;
-  auto top_level = ctg::kernel<"swap_at_top_level">([](auto x, auto y) {
-    return ctg::let(ctg::vec(0.0, 0.0), [=](auto w) {
-      return ctg::block(w = ctg::vec(x() * x(), ctg::sin(x())), w[0_c] = x() * 5.0,
-                        ctg::if_(x() < 0.0, w = ctg::vec(w[1_c], w[0_c] * w[1_c])), y() = w[0_c] + w[1_c] * 2.0);
-    });
-  });
+  auto top_level = ctg::kernel<"swap_at_top_level">([](auto x, auto y) { return swap_in_branch(x(), y()); });
   top_level(x, y);
   y.grad().fill(1.0);
   top_level.grad(x, y);
-  CHECK(x.grad().at() == Approx(slope(-0.7)).epsilon(1e-13));
+  CHECK(x.grad().at() == Approx(swapped_slope(-0.7)).epsilon(1e-13));
 }
