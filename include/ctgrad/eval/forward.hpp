@@ -157,6 +157,7 @@ struct forward {
   template <class Fr, class V, class... I>
   CTG_HOST_DEVICE static auto eval(node<op::component, V, I...> const& n, Fr& f) {
     auto v = eval(kid<0>(n), f);
+    static_assert(ir::component_indices_within<decltype(v), I...>(), CTG_IMPL_MSG_COMPONENT_RANGE);
     if constexpr (sizeof...(I) == 1)
       return v.coeff(eval(kid<1>(n), f));
     else
@@ -199,6 +200,8 @@ struct forward {
   template <class Fr, class A, class... I, class V>
   CTG_HOST_DEVICE static void write(node<op::component, A, I...> const& lhs, V const& v, Fr& f) {
     auto* p = address(kid<0>(lhs), f);
+    static_assert(ir::component_indices_within<std::remove_cv_t<std::remove_pointer_t<decltype(p)>>, I...>(),
+                  CTG_IMPL_MSG_COMPONENT_RANGE);
     if (missing(p)) return;
     using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
     if constexpr (sizeof...(I) == 1)
@@ -303,6 +306,7 @@ struct forward {
   template <class Fr, int Site, int S, class T, class... I, class E>
   CTG_HOST_DEVICE static void eval(node<op::assign<Site>, node<op::component, node<op::local<S, T>>, I...>, E> const& n,
                                    Fr& f) {
+    static_assert(ir::component_indices_within<T, I...>(), CTG_IMPL_MSG_COMPONENT_RANGE);
     auto const& lhs = kid<0>(n);
     auto const v = convert<typename T::Scalar>(eval(kid<1>(n), f));
     if constexpr (sizeof...(I) == 1)

@@ -517,6 +517,32 @@ template <class Fn, class... Kids>
 struct value_of<node<op::math<Fn>, Kids...>> {
   using type = fn::result_t<Fn, value_t<Kids>...>;
 };
+// Whether a component index that is a compile-time constant (N_c, a
+// static_range index) lies in [0, extent): the types see it, and Eigen's
+// coeff() would read past the element. Other indices are not constants.
+template <class I>
+constexpr bool constant_index_within(long long, I const*) {
+  return true;
+}
+template <long long N>
+constexpr bool constant_index_within(long long extent, node<op::constant<N>> const*) {
+  return N >= 0 && N < extent;
+}
+template <class M, class... I>
+constexpr bool component_indices_within() {
+  if constexpr (!is_eigen_fixed_v<M>) {
+    return true;  // not a matrix: CTG-EXPR-009 from lowering
+  } else if constexpr (sizeof...(I) == 1) {
+    return (constant_index_within(M::SizeAtCompileTime, static_cast<I const*>(nullptr)) && ...);
+  } else {
+    long long const extents[] = {M::RowsAtCompileTime, M::ColsAtCompileTime};
+    int k = 0;
+    return (constant_index_within(extents[k++], static_cast<I const*>(nullptr)) && ...);
+  }
+}
+#define CTG_IMPL_MSG_COMPONENT_RANGE                                                                    \
+  "CTG-EXPR-009 component index out of range: v[k] takes 0 <= k < the vector's size, m(r, c) 0 <= r < " \
+  "rows and 0 <= c < cols"
 template <class V, class... Idx>
 struct value_of<node<op::component, V, Idx...>> {
   using type = scalar_of_t<value_t<V>>;
