@@ -295,7 +295,8 @@ class tape : private detail::host_write_observer {
     std::vector<std::pair<std::size_t, std::uint64_t>> holds;
   };
   // What one launch of a step looked like when it first ran: the kernel and
-  // the buffers it read and wrote, and the versions it read.
+  // the buffers it read and wrote, the versions it read, and its plain-number
+  // arguments.
   struct launch_print {
     std::uint64_t shape = 0, versions = 0, numbers = 0;
   };
