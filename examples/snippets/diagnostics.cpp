@@ -120,8 +120,8 @@ int main() {
   check(fine.size() == 16, "field");
 
   // [snippet: launch001]
-  // Fails: k(x, std::vector<double>{...}) or k(x, Eigen::Vector2d(...)):
-  // kernel arguments are fields and plain numbers. Pass a field, or numbers.
+  // Fails: k(x, std::vector<double>{...}) or k(x, Eigen::VectorXd(...)):
+  // kernel arguments are fields, plain numbers and fixed-size Eigen values.
   auto offset_by = ctg::kernel<"offset_by">([](auto p, double dx, double dy) {
     return ctg::range(p.size(), [=](auto i) { return p[i] = p[i] + ctg::vec(dx, dy); });
   });

@@ -223,7 +223,7 @@ class kernel_t {
             unsigned long long const before = tape_pre_params<checks>(args...);
             uses = launch_uses(checks::findings.needed_params, before, checks::findings.written_params,
                                read_params<A...>(), args...);
-            entry = t->begin_launch(Name.view(), uses, numbers_of(args...));
+            entry = t->begin_launch(Name.view(), uses, numbers_of<true>(args...));
           }
           run_forward(t, entry, uses, args...);
         }
@@ -630,7 +630,7 @@ class kernel_t {
   template <class... A>
   std::size_t begin_without_adjoint(tape& t, std::vector<detail::launch_use>& uses, A const&... args) const {
     uses = launch_uses(0, 0, written_params<A...>(), read_params<A...>(), args...);
-    return t.begin_launch(Name.view(), uses, numbers_of(args...));
+    return t.begin_launch(Name.view(), uses, numbers_of<true>(args...));
   }
 
   // Runs the forward launch (or k.fwd's tangent pass, which has no adjoint),
@@ -777,14 +777,15 @@ class kernel_t {
     return out;
   }
   // FNV-1a over the bytes of the arithmetic and enumeration arguments (the
-  // numbers a launch's indices are computed from, and which a rollout's step
-  // run again by backward() must pass alike); other arguments add nothing.
-  template <class... A>
+  // numbers a launch's indices are computed from) and, WithMatrices, of the
+  // fixed-size Eigen ones too (every value a rollout's step passes, which its
+  // run again by backward() must pass alike); fields add nothing.
+  template <bool WithMatrices = false, class... A>
   static std::uint64_t numbers_of(A const&... args) {
     std::uint64_t h = 14695981039346656037ull;
     auto one = [&](auto const& a) {
       using T = std::remove_cvref_t<decltype(a)>;
-      if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+      if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T> || (WithMatrices && is_eigen_fixed_v<T>)) {
         unsigned char bytes[sizeof(T)];
         std::memcpy(bytes, &a, sizeof(T));
         for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;

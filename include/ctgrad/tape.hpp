@@ -216,8 +216,9 @@ class tape : private detail::host_write_observer {
   // ---- called by kernel launches; not for users ---------------------------------------------------
   // Before a launch runs: saves what it is about to overwrite that an earlier
   // adjoint (or its own, or a rollout's snapshot) needs. Returns the entry to
-  // complete. `numbers`: a digest of the launch's plain-number arguments,
-  // which a rollout's step must pass again when backward() runs it again.
+  // complete. `numbers`: a digest of the launch's plain-number and matrix
+  // arguments, which a rollout's step must pass again when backward() runs
+  // it again.
   std::size_t begin_launch(std::string_view kernel, std::vector<detail::launch_use> uses,
                            std::uint64_t numbers = 0);
   // After the launch ran (its written buffers bumped): the versions its
@@ -295,8 +296,8 @@ class tape : private detail::host_write_observer {
     std::vector<std::pair<std::size_t, std::uint64_t>> holds;
   };
   // What one launch of a step looked like when it first ran: the kernel and
-  // the buffers it read and wrote, the versions it read, and its plain-number
-  // arguments.
+  // the buffers it read and wrote, the versions it read, and its number and
+  // matrix arguments.
   struct launch_print {
     std::uint64_t shape = 0, versions = 0, numbers = 0;
   };
@@ -1108,7 +1109,7 @@ CTG_RUNTIME_INLINE void tape::rollout_sees(std::string_view kernel, int number,
     throw autodiff_error(
         "CTG-TAPE-006 rollout step " + std::to_string(r.step_now) + ", run again by backward() from a snapshot, " +
         "launched kernel '" + std::string(kernel) + "' (launch #" + std::to_string(number) +
-        ") with other plain-number arguments than when it first ran (such as a time or a force): the step "
+        ") with other number or matrix arguments than when it first ran (such as a time or a force): the step "
         "function must make the same launches each time it runs a step, and a "
         "value it keeps itself (a clock advanced by time += dt inside the step) has moved on since. Fix: compute "
         "such values from the step number (time = t * dt), or keep them in a field the steps update with a "

@@ -217,14 +217,14 @@ TEST_CASE("CTG-TAPE-006: a field the steps only wrote, then read, is carried by 
 TEST_CASE("CTG-TAPE-006: a step that keeps its own clock passes other numbers when run again") {
   ad_test::thread_scope one(1);
   pendulums p;
-  // A forcing that depends on the time and on a push computed from it on
-  // the host: both plain numbers the kernel takes as arguments.
-  constexpr auto force = ctg::kernel<"ck_force">([](auto x, auto v, auto k, double time, float push) {
+  // A forcing that depends on the time and on a push the host computes from
+  // it: a number and a fixed-size matrix the kernel takes as arguments.
+  constexpr auto force = ctg::kernel<"ck_force">([](auto x, auto v, auto k, double time, Eigen::Vector2d push) {
     return ctg::range(x.size(), [=](auto i) {
-      return v[i] += dt * (-k() * ctg::sin(x[i]) + 0.5 * ctg::cos(3.0 * time) + push * x[i]);
+      return v[i] += dt * (-k() * ctg::sin(x[i]) + push[1] * ctg::cos(3.0 * time) + push[0] * x[i]);
     });
   });
-  auto const push_at = [](double time) { return float(0.2 * time); };
+  auto const push_at = [](double time) { return Eigen::Vector2d(0.2 * time, 0.5); };
   // The full tape runs each step once, so a clock the step advances itself is
   // right there: the reference.
   auto const expected = [&] {
@@ -258,7 +258,7 @@ TEST_CASE("CTG-TAPE-006: a step that keeps its own clock passes other numbers wh
     CHECK(what.find("CTG-TAPE-006 rollout step ") == 0);
     CHECK(what.find(", run again by backward() from a snapshot, launched kernel 'ck_force' (launch #") !=
           std::string::npos);
-    CHECK(what.find("with other plain-number arguments than when it first ran") != std::string::npos);
+    CHECK(what.find("with other number or matrix arguments than when it first ran") != std::string::npos);
     CHECK(p.x.to_vector() == final_x);
     CHECK(p.v.to_vector() == final_v);
   }
