@@ -599,7 +599,8 @@ struct kernel_checks {
                                          finding f, Judge) {
     if constexpr (view<K>::parallel) {
       using E = typename to_tuple<events<K>>::type;
-      constexpr std::size_t n = to_tuple<events<K>>::size;
+      // 1 where there are no events, nor pairs: clang warns of a division by 0.
+      constexpr std::size_t n = to_tuple<events<K>>::size > 0 ? to_tuple<events<K>>::size : 1;
       [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
         auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
           using SI = detail::tuple_element_t<Pairs[P] / n, E>;
@@ -837,7 +838,8 @@ struct kernel_checks {
     using EB = typename to_tuple<events<B>>::type;
     [&]<std::size_t... Ps>(std::index_sequence<Ps...>) {
       auto pair = [&]<std::size_t P>(std::integral_constant<std::size_t, P>) {
-        constexpr std::size_t nb = to_tuple<events<B>>::size;
+        // 1 where there are no events, nor pairs: clang warns of a division by 0.
+        constexpr std::size_t nb = to_tuple<events<B>>::size > 0 ? to_tuple<events<B>>::size : 1;
         constexpr std::size_t I = order_pair_list<A, B>[P] / nb, J = order_pair_list<A, B>[P] % nb;
         using SJ = detail::tuple_element_t<J, EB>;
         constexpr int p = detail::tuple_element_t<I, EA>::access::op_type::param;
