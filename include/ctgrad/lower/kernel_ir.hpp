@@ -39,10 +39,9 @@ struct kernel_ir {
   static constexpr int slots = Slots;
 };
 
-// Calls the kernel lambda with symbolic handles and lowers what it returns.
-template <class F, class... H>
-constexpr auto build_kernel_ir(F const& body, H const&... handles) {
-  auto top = body(handles...);
+// Lowers what the kernel lambda returned.
+template <class Top>
+constexpr auto build_kernel_ir_of(Top const& top) {
   static_assert(dsl_statement<decltype(top)>,
                 "CTG-EXPR-010 a kernel lambda must return a statement: a loop, a store, a "
                 "block(...), a let(...), ...");
@@ -50,6 +49,20 @@ constexpr auto build_kernel_ir(F const& body, H const&... handles) {
   auto l = lower(lower_ctx<0, 0>{}, top);
   auto offloads = split_offloads(hoist(l.ir));
   return kernel_ir<decltype(offloads), decltype(l)::next_slot>{offloads};
+}
+
+// Calls the kernel lambda with symbolic handles and lowers what it returns.
+template <class F, class... H>
+constexpr auto build_kernel_ir(F const& body, H const&... handles) {
+  if constexpr (std::is_void_v<decltype(body(handles...))>) {
+    static_assert(detail::dependent_false<F>,
+                  "CTG-EXPR-010 a kernel lambda returns nothing (a missing return?): it must return a statement, "
+                  "a loop, a store, a block(...), a let(...), ...");
+    // An empty kernel in its place, so that no second error follows.
+    return build_kernel_ir([](auto const&...) { return node<op::block>{}; }, handles...);
+  } else {
+    return build_kernel_ir_of(body(handles...));
+  }
 }
 
 }  // namespace ctg::ir

@@ -588,8 +588,17 @@ constexpr auto lower_call(pending_call<Name, F, Args...> const& p, LoweredArgs c
   constexpr auto slots = Slots;
   constexpr std::size_t n_args = sizeof...(Args);
   constexpr int after_bound = slots[slots.size() - 1];
+  constexpr bool returns_nothing = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    return std::is_void_v<decltype(p.fn(argument_as_passed<slots[Is]>(detail::get<Is>(args))...))>;
+  }(std::make_index_sequence<n_args>{});
+  static_assert(!returns_nothing,
+                "CTG-EXPR-010 a func's lambda returns nothing (a missing return?): it must return a statement "
+                "or a value expression");
   auto body = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    return p.fn(argument_as_passed<slots[Is]>(detail::get<Is>(args))...);
+    if constexpr (returns_nothing && sizeof...(Is) == n_args)  // (a condition on Is: discarded per call)
+      return node<op::block>{};  // in its place, so that no second error follows where it is a statement
+    else
+      return p.fn(argument_as_passed<slots[Is]>(detail::get<Is>(args))...);
   }(std::make_index_sequence<n_args>{});
   static_assert(dsl_operand<decltype(body)> || dsl_statement<decltype(body)>,
                 "CTG-EXPR-010 a func must return a statement or a value expression");
