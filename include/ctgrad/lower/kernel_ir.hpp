@@ -39,18 +39,6 @@ struct kernel_ir {
   static constexpr int slots = Slots;
 };
 
-// Lowers what the kernel lambda returned.
-template <class Top>
-constexpr auto build_kernel_ir_of(Top const& top) {
-  static_assert(dsl_statement<decltype(top)>,
-                "CTG-EXPR-010 a kernel lambda must return a statement: a loop, a store, a "
-                "block(...), a let(...), ...");
-  note_taken(top);
-  auto l = lower(lower_ctx<0, 0>{}, top);
-  auto offloads = split_offloads(hoist(l.ir));
-  return kernel_ir<decltype(offloads), decltype(l)::next_slot>{offloads};
-}
-
 // Calls the kernel lambda with symbolic handles and lowers what it returns.
 template <class F, class... H>
 constexpr auto build_kernel_ir(F const& body, H const&... handles) {
@@ -61,7 +49,14 @@ constexpr auto build_kernel_ir(F const& body, H const&... handles) {
     // An empty kernel in its place, so that no second error follows.
     return build_kernel_ir([](auto const&...) { return node<op::block>{}; }, handles...);
   } else {
-    return build_kernel_ir_of(body(handles...));
+    auto top = body(handles...);
+    static_assert(dsl_statement<decltype(top)>,
+                  "CTG-EXPR-010 a kernel lambda must return a statement: a loop, a store, a "
+                  "block(...), a let(...), ...");
+    note_taken(top);
+    auto l = lower(lower_ctx<0, 0>{}, top);
+    auto offloads = split_offloads(hoist(l.ir));
+    return kernel_ir<decltype(offloads), decltype(l)::next_slot>{offloads};
   }
 }
 
