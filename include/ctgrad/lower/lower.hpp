@@ -72,32 +72,41 @@ constexpr auto settle_index(N const& n) {
   }
 }
 
+// A node's operation goes by reference through lowering (here, settle and
+// finish_lowering): some hold the kernel's numbers (a literal, a loop bound
+// written as a number, a custom functor's members), and g++ 12 at -O2
+// dropped them when an operation read from a node taken by reference was
+// passed by value. Its interprocedural mod/ref analysis counted such an
+// argument as no read of the node, so the caller's stores of the numbers
+// into the statement it was about to lower looked dead and were removed:
+// a 4 x 4 loop read its bounds from uninitialised stack (`-fno-ipa-modref`
+// or `-fno-tree-dse` gave the right loop).
 template <class Op, class... K>
-constexpr auto rebuild(Op op, K const&... k) {
+constexpr auto rebuild(Op const& op, K const&... k) {
   return node<Op, K...>{op, detail::make_tuple(k...)};
 }
 // The same with the kids in a tuple. Not detail::apply of a lambda calling
 // rebuild: the lambda's name spells the function it sits in, and apply's
 // and its helper's names spell the lambda's.
 template <class Op, class... K>
-constexpr auto rebuild_from(Op op, detail::tuple<K...> const& kids) {
+constexpr auto rebuild_from(Op const& op, detail::tuple<K...> const& kids) {
   return node<Op, K...>{op, kids};
 }
 
 template <class Op, class Tuple, std::size_t... Is>
-constexpr auto settle_default(Op op, Tuple const& t, std::index_sequence<Is...>) {
+constexpr auto settle_default(Op const& op, Tuple const& t, std::index_sequence<Is...>) {
   return rebuild(op, settle_self(detail::get<Is>(t))...);
 }
 
 // Settles the operands of a freshly lowered node. Default: each weak literal
 // keeps its own type; operators settle their numbers against their operands.
 template <class Op, class... K>
-constexpr auto settle(Op op, detail::tuple<K...> const& t) {
+constexpr auto settle(Op const& op, detail::tuple<K...> const& t) {
   return settle_default(op, t, std::index_sequence_for<K...>{});
 }
 
 template <class Fn, class... K>
-constexpr auto settle(op::math<Fn> op, detail::tuple<K...> const& t) {
+constexpr auto settle(op::math<Fn> const& op, detail::tuple<K...> const& t) {
   using A = typename anchor_value<K...>::type;
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return rebuild(op, settle_against<A>(detail::get<Is>(t))...);
@@ -105,7 +114,7 @@ constexpr auto settle(op::math<Fn> op, detail::tuple<K...> const& t) {
 }
 
 template <class N, class F, class... K>
-constexpr auto settle(op::custom<N, F> op, detail::tuple<K...> const& t) {
+constexpr auto settle(op::custom<N, F> const& op, detail::tuple<K...> const& t) {
   using A = typename anchor_value<K...>::type;
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return rebuild(op, settle_against<A>(detail::get<Is>(t))...);
@@ -113,14 +122,14 @@ constexpr auto settle(op::custom<N, F> op, detail::tuple<K...> const& t) {
 }
 
 template <class C, class A, class B>
-constexpr auto settle(op::select op, detail::tuple<C, A, B> const& t) {
+constexpr auto settle(op::select const& op, detail::tuple<C, A, B> const& t) {
   using V = typename anchor_value<A, B>::type;
   return rebuild(op, settle_self(detail::get<0>(t)), settle_against<V>(detail::get<1>(t)),
                  settle_against<V>(detail::get<2>(t)));
 }
 
 template <int R, int C, class... K>
-constexpr auto settle(op::make_matrix<R, C> op, detail::tuple<K...> const& t) {
+constexpr auto settle(op::make_matrix<R, C> const& op, detail::tuple<K...> const& t) {
   using A = typename anchor_value<K...>::type;
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return rebuild(op, settle_against<A>(detail::get<Is>(t))...);
@@ -128,7 +137,7 @@ constexpr auto settle(op::make_matrix<R, C> op, detail::tuple<K...> const& t) {
 }
 
 template <class T, class K>
-constexpr auto settle(op::cast<T> op, detail::tuple<K> const& t) {
+constexpr auto settle(op::cast<T> const& op, detail::tuple<K> const& t) {
   return rebuild(op, settle_against<T>(detail::get<0>(t)));
 }
 
@@ -137,20 +146,20 @@ constexpr auto settle_write(L const&, E const& rhs) {
   return settle_against<value_t<L>>(rhs);
 }
 template <class L, class E>
-constexpr auto settle(op::store op, detail::tuple<L, E> const& t) {
+constexpr auto settle(op::store const& op, detail::tuple<L, E> const& t) {
   return rebuild(op, detail::get<0>(t), settle_write(detail::get<0>(t), detail::get<1>(t)));
 }
 template <atomic_kind A, class L, class E>
-constexpr auto settle(op::atomic<A> op, detail::tuple<L, E> const& t) {
+constexpr auto settle(op::atomic<A> const& op, detail::tuple<L, E> const& t) {
   return rebuild(op, detail::get<0>(t), settle_write(detail::get<0>(t), detail::get<1>(t)));
 }
 template <int Site, class L, class E>
-constexpr auto settle(op::assign<Site> op, detail::tuple<L, E> const& t) {
+constexpr auto settle(op::assign<Site> const& op, detail::tuple<L, E> const& t) {
   return rebuild(op, detail::get<0>(t), settle_write(detail::get<0>(t), detail::get<1>(t)));
 }
 
 template <class V, class... I>
-constexpr auto settle(op::component op, detail::tuple<V, I...> const& t) {
+constexpr auto settle(op::component const& op, detail::tuple<V, I...> const& t) {
   static_assert(component_arity_v<I...>, "CTG-EXPR-009 component access takes one index (v[k]) or two (m(r, c))");
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     auto const& v = detail::get<0>(t);
@@ -161,21 +170,21 @@ constexpr auto settle(op::component op, detail::tuple<V, I...> const& t) {
 }
 
 template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
-constexpr auto settle(op::access<I, T, R, G, D, B> op, detail::tuple<Idx...> const& t) {
+constexpr auto settle(op::access<I, T, R, G, D, B> const& op, detail::tuple<Idx...> const& t) {
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return rebuild(op, settle_index(detail::get<Is>(t))...);
   }(std::index_sequence_for<Idx...>{});
 }
 
 template <loop_kind K, int L, int A, int Site, class... Kids>
-constexpr auto settle(op::loop<K, L, A, Site> op, detail::tuple<Kids...> const& t) {
+constexpr auto settle(op::loop<K, L, A, Site> const& op, detail::tuple<Kids...> const& t) {
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return rebuild(op, settle_index(detail::get<Is>(t))..., detail::get<2 * A>(t));
   }(std::make_index_sequence<2 * A>{});
 }
 
 template <int Site, class C, class... S>
-constexpr auto settle(op::if_<Site> op, detail::tuple<C, S...> const& t) {
+constexpr auto settle(op::if_<Site> const& op, detail::tuple<C, S...> const& t) {
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
     return rebuild(op, settle_self(detail::get<0>(t)), detail::get<Is + 1>(t)...);
   }(std::index_sequence_for<S...>{});
@@ -306,7 +315,7 @@ constexpr auto select_as_branches(node<op::select, C, A, B> const& s) {
 // operands' numbers, then turn a select of statements into branches or give
 // a statement its frame slot.
 template <class Ctx, class Op, class Kids>
-constexpr auto finish_lowering(Op op, Kids const& kids) {
+constexpr auto finish_lowering(Op const& op, Kids const& kids) {
   constexpr int next = Ctx::next_slot;
   auto settled = settle(op, kids);
   using S = decltype(settled);
