@@ -245,6 +245,16 @@ CTG_RUNTIME_INLINE void raise_offload_failure(std::string_view kernel, offload_o
     throw index_error(kernel_prefix(kernel) + ": index " + reported_index() + " is out of range for " +
                       describe_param(status.param, args));
   }
+  if (status.failed == int(eval::failure::component_out_of_range)) {
+    long long const rows = status.index[2], cols = status.index[3];
+    std::string const shape = cols == 1 ? "a vector of " + std::to_string(rows) + " components"
+                                        : "a " + std::to_string(rows) + " x " + std::to_string(cols) + " matrix";
+    std::string const whose = status.param >= 0 ? " (an element of " + describe_param(status.param, args) + ")"
+                                                : " (a local or a computed value)";
+    throw index_error(kernel_prefix(kernel) + ": component index " + reported_index() + " computed at run time is " +
+                      "out of range for " + shape + whose +
+                      ": v[k] takes 0 <= k < the vector's size, m(r, c) 0 <= r < rows and 0 <= c < cols");
+  }
   if (status.failed == int(eval::failure::store_conflict)) {
     std::string const element = status.rank > 0 ? ", element " + reported_index() : std::string();
     throw autodiff_error(kernel_prefix(kernel) + " (" + describe_param(status.param, args) + element + "): " +

@@ -387,6 +387,64 @@ inline void launch_errors(ctg::memory_space space) {
 #endif
 }
 
+// A component index computed at run time and out of range (here the loop
+// index, 0..3, into vectors of 3 and matrices of 2 x 2) is an index_error
+// naming the field, in the forward pass, the adjoint and the tangent, and
+// nothing is written past an element (AddressSanitizer saw the writes past
+// the buffer before the check). A constant index is CTG-EXPR-009.
+inline void component_index_errors(ctg::memory_space space) {
+#if CTG_BOUNDS_CHECK
+  constexpr ctg::flags both = ctg::grad | ctg::dual;
+  ctg::field<Eigen::Vector3d, 1, both> p({4}, {.name = "p", .space = space});
+  ctg::field<Eigen::Matrix2d, 1> m({4}, {.name = "m", .space = space});
+  ctg::field<double, 1, both> out({4}, {.name = "out", .space = space});
+  p.fill(Eigen::Vector3d(1, 2, 3));
+  m.fill(Eigen::Matrix2d::Identity());
+  auto const names = [](char const* field) {
+    std::string const whose = std::string("(an element of parameter #0 (field '") + field + "'";
+    return doctest::Contains(doctest::String(whose.c_str()));
+  };
+  auto read = ctg::kernel<"read_component">([](auto p, auto out) {
+    return ctg::range(4, [=](auto i) { return out[i] = 2.0 * p[i][i]; });
+  });
+  CHECK_THROWS_WITH_AS(read(p, out), names("p"), ctg::index_error);
+  CHECK_THROWS_WITH_AS(read(p, out), doctest::Contains("component index (3) computed at run time is out of range for "
+                                                       "a vector of 3 components"),
+                       ctg::index_error);
+  // The adjoint writes p's gradient at the same coefficient; it reads no
+  // value the forward pass writes, so it runs without one.
+  out.grad().fill(1.0);
+  p.grad().fill(Eigen::Vector3d::Zero());
+  CHECK_THROWS_WITH_AS(read.grad(p, out), names("p"), ctg::index_error);
+  p.dual().fill(Eigen::Vector3d::Ones());
+  CHECK_THROWS_WITH_AS(read.fwd(p, out), names("p"), ctg::index_error);
+
+  auto write = ctg::kernel<"write_component">([](auto p) {
+    return ctg::range(4, [=](auto i) { return p[i][i] += 10.0; });
+  });
+  CHECK_THROWS_WITH_AS(write(p), names("p"), ctg::index_error);
+  std::vector<Eigen::Vector3d> const after = p.to_vector();
+  CHECK(after[3] == Eigen::Vector3d(1, 2, 3));  // the iteration out of range wrote nothing
+  CHECK(after[2] == Eigen::Vector3d(1, 2, 13));
+
+  auto rows = ctg::kernel<"matrix_row">([](auto m, auto out) {
+    return ctg::range(4, [=](auto i) { return out[i] = m[i](i, 0); });
+  });
+  CHECK_THROWS_WITH_AS(rows(m, out), doctest::Contains("component index (2, 0) computed at run time is out of range "
+                                                       "for a 2 x 2 matrix (an element of parameter #0 (field 'm'"),
+                       ctg::index_error);
+
+  auto local = ctg::kernel<"local_component">([](auto out) {
+    return ctg::range(4, [=](auto i) {
+      return ctg::let(ctg::vec(0.0, 0.0, 0.0), [=](auto v) { return ctg::block(v[i] = 1.0, out[i] = v[ctg::c<0>]); });
+    });
+  });
+  CHECK_THROWS_WITH_AS(local(out), doctest::Contains("(a local or a computed value)"), ctg::index_error);
+#else
+  (void)space;
+#endif
+}
+
 // value_and_grad in one sweep: y = sin(x) x stored, loss += x^2 summed into
 // one element (per-thread partial sums of the values beside the seed).
 inline void value_and_gradient_in_one_sweep(ctg::memory_space space) {
@@ -519,6 +577,7 @@ inline void tall_expression(ctg::memory_space space) {
   REGISTER(space, vector_elements_serial_offload_tangent, "vector elements, a serial offload and tangents")    \
   REGISTER(space, mass_spring_scatter, "mass-spring scatter with vector locals: forces and adjoint by hand")   \
   REGISTER(space, launch_errors, "errors: mixed spaces, a dropped statement, indices")                         \
+  REGISTER(space, component_index_errors, "errors: component indices out of range, in every pass")            \
   REGISTER(space, tape_of_two_launches, "a tape records two launches and replays them")                        \
   REGISTER(space, value_and_gradient_in_one_sweep, "value_and_grad: values and gradients in one sweep")        \
   REGISTER(space, tall_expression, "a chain 42 levels tall: values and gradient by the chain rule")

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <new>
 #include <type_traits>
+#include <utility>
 
 #include "../memory/atomic.hpp"
 #include "../eval/forward.hpp"
@@ -544,7 +545,9 @@ struct reverse {
       auto tv = record<Need>(kid<0>(n), f);
       auto ti = detail::make_tuple(record<Need || active<N>>(detail::get<Is + 1>(n.kids), f)...);
       if constexpr (Need) {
-        auto v = tv.value.coeff(detail::get<Is>(ti).value...);
+        auto const* c = eval::component_address(std::as_const(tv.value), eval::component_param_v<V>, f,
+                                                detail::get<Is>(ti).value...);
+        auto v = eval::missing(c) ? scalar_of_t<value_t<V>>{} : *c;
         return recorded<decltype(v), decltype(tv), std::remove_cvref_t<decltype(detail::get<Is>(ti))>...>{
             v, {{{tv}, {detail::get<Is>(ti)}...}}};
       } else {
@@ -731,23 +734,27 @@ struct reverse {
       }(std::make_index_sequence<V::arity>{});
       if (eval::missing(p)) return;
       S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-        return &p->coeffRef(detail::get<Js + 1>(t.kids).value...);
+        return eval::component_address(*p, V::op_type::param, f, detail::get<Js + 1>(t.kids).value...);
       }(std::index_sequence_for<I...>{});
+      if (eval::missing(c)) return;
       accumulate_grad<V::op_type::param>(f, c, convert<S>(g));
     } else if constexpr (ir::is_local_op<typename V::op_type>) {
       // One coefficient of a local's adjoint (not a zero matrix added whole:
       // x + 0 is not x in floating point, so those adds would stay).
       update_coefficient<node<op::component, V, I...>>(local_adjoint(kid<0>(n), f), [&](M& m) {
-        auto& c = [&]<std::size_t... Js>(std::index_sequence<Js...>) -> S& {
-          return m.coeffRef(detail::get<Js + 1>(t.kids).value...);
+        S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+          return eval::component_address(m, -1, f, detail::get<Js + 1>(t.kids).value...);
         }(std::index_sequence_for<I...>{});
-        return c = c + convert<S>(g);
+        if (eval::missing(c)) return S{};
+        return *c = *c + convert<S>(g);
       });
     } else {
       M z = M::Zero();
-      [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-        z.coeffRef(detail::get<Js + 1>(t.kids).value...) = convert<S>(g);
+      S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+        return eval::component_address(z, -1, f, detail::get<Js + 1>(t.kids).value...);
       }(std::index_sequence_for<I...>{});
+      if (eval::missing(c)) return;
+      *c = convert<S>(g);
       backprop<needs<decltype(vt.value)>>(kid<0>(n), vt, z, f);
     }
   }
@@ -995,10 +1002,7 @@ struct reverse {
       auto* p = written_grad(acc, f);
       using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
       if (eval::missing(p)) return static_cast<S*>(nullptr);
-      if constexpr (L::arity == 2)
-        return &p->coeffRef(forward::eval(kid<1>(lhs), f));
-      else
-        return &p->coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
+      return forward::component_in(*p, lhs, f);
     }
   }
 
@@ -1251,14 +1255,10 @@ struct reverse {
       } else {
         auto const& lhs = kid<0>(n);
         auto const g = update_coefficient<L>(a, [&](T& m) {
-          auto& c = [&]() -> auto& {
-            if constexpr (L::arity == 2)
-              return m.coeffRef(forward::eval(kid<1>(lhs), f));
-            else
-              return m.coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
-          }();
-          auto const taken = c;
-          c = 0;
+          auto* c = forward::component_in(m, lhs, f);
+          if (eval::missing(c)) return typename T::Scalar{};
+          auto const taken = *c;
+          *c = 0;
           return taken;
         });
         if constexpr (active<E>) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);

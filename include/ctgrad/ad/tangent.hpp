@@ -150,7 +150,9 @@ struct tangent {
     using S = scalar_of_t<value_t<V>>;
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       auto const idx = detail::make_tuple(forward::eval(detail::get<Is + 1>(n.kids), f)...);
-      return dual_value<S>{m.v.coeff(detail::get<Is>(idx)...), m.d.coeff(detail::get<Is>(idx)...)};
+      S const* v = eval::component_address(m.v, eval::component_param_v<V>, f, detail::get<Is>(idx)...);
+      if (eval::missing(v)) return dual_value<S>{};
+      return dual_value<S>{*v, m.d.coeff(detail::get<Is>(idx)...)};
     }(std::index_sequence_for<I...>{});
   }
   template <class Fr, int R, int C, class... K>
@@ -187,10 +189,7 @@ struct tangent {
       auto* p = written_dual(kid<0>(lhs), f);
       using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
       if (p == nullptr) return static_cast<S*>(nullptr);
-      if constexpr (L::arity == 2)
-        return &p->coeffRef(forward::eval(kid<1>(lhs), f));
-      else
-        return &p->coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f));
+      return forward::component_in(*p, lhs, f);
     } else {
       using T = typename L::op_type::value_type;
       if constexpr (L::op_type::has_dual && L::op_type::which == buffer::primal) {
@@ -246,10 +245,7 @@ struct tangent {
     } else {
       using S = typename T::Scalar;
       auto set = [&](auto& m, S x) {
-        if constexpr (L::arity == 2)
-          m.coeffRef(forward::eval(kid<1>(lhs), f)) = x;
-        else
-          m.coeffRef(forward::eval(kid<1>(lhs), f), forward::eval(kid<2>(lhs), f)) = x;
+        if (S* c = forward::component_in(m, lhs, f); !eval::missing(c)) *c = x;
       };
       set(detail::get<slot>(f.locals), convert<S>(r.v));
       set(detail::get<slot>(f.duals), convert<S>(r.d));

@@ -4,6 +4,7 @@
 // declaration order.
 #pragma once
 #include <type_traits>
+#include <utility>
 
 #include "../memory/atomic.hpp"
 #include "../ir/custom.hpp"
@@ -66,6 +67,40 @@ CTG_HOST_DEVICE constexpr bool missing(T const* p) {
   return false;
 #endif
 }
+
+// Where a component access points in the vector or matrix m: the
+// coefficient, or null when an index is out of range (checked builds; the
+// failure is recorded in the launch status with the field parameter whose
+// element m is, or -1). Every pass reads and writes components through it.
+// Constant indices are checked at compile time (CTG-EXPR-009); an index
+// computed at run time (a loop index, a value read from a field) only here,
+// where Eigen's coeff() would read or write past the matrix.
+template <class M, class Fr, class... K>
+CTG_HOST_DEVICE auto* component_address(M& m, int param, Fr const& f, K... k) {
+  using S = std::remove_reference_t<decltype(m.coeffRef(k...))>;
+#if CTG_BOUNDS_CHECK
+  using Plain = std::remove_cv_t<M>;
+  long long const index[2] = {(long long)(k)...};
+  bool const inside = sizeof...(K) == 1
+                          ? index[0] >= 0 && index[0] < Plain::SizeAtCompileTime
+                          : index[0] >= 0 && index[0] < Plain::RowsAtCompileTime && index[sizeof...(K) - 1] >= 0 &&
+                                index[sizeof...(K) - 1] < Plain::ColsAtCompileTime;
+  if (!inside) [[unlikely]] {
+    report_component_at(f.status, param, int(sizeof...(K)), index, Plain::RowsAtCompileTime,
+                        Plain::ColsAtCompileTime);
+    return static_cast<S*>(nullptr);
+  }
+#else
+  (void)f, (void)param;
+#endif
+  return &m.coeffRef(k...);
+}
+// The field parameter whose element a component access's operand is (-1: a
+// local or a computed value), for the message of an index out of range.
+template <class V>
+inline constexpr int component_param_v = -1;
+template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
+inline constexpr int component_param_v<node<op::access<I, T, R, G, D, B>, Idx...>> = I;
 
 struct forward {
   // ---- leaves ---------------------------------------------------------------
@@ -158,10 +193,11 @@ struct forward {
   CTG_HOST_DEVICE static auto eval(node<op::component, V, I...> const& n, Fr& f) {
     auto v = eval(kid<0>(n), f);
     static_assert(ir::component_indices_within<decltype(v), I...>(), CTG_IMPL_MSG_COMPONENT_RANGE);
-    if constexpr (sizeof...(I) == 1)
-      return v.coeff(eval(kid<1>(n), f));
-    else
-      return v.coeff(eval(kid<1>(n), f), eval(kid<2>(n), f));
+    auto const* c = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return component_address(std::as_const(v), component_param_v<V>, f, eval(kid<Is + 1>(n), f)...);
+    }(std::index_sequence_for<I...>{});
+    if (missing(c)) return scalar_of_t<decltype(v)>{};
+    return *c;
   }
   template <class Fr, int R, int C, class... K>
   CTG_HOST_DEVICE static auto eval(node<op::make_matrix<R, C>, K...> const& n, Fr& f) {
@@ -204,10 +240,17 @@ struct forward {
                   CTG_IMPL_MSG_COMPONENT_RANGE);
     if (missing(p)) return;
     using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
-    if constexpr (sizeof...(I) == 1)
-      p->coeffRef(eval(kid<1>(lhs), f)) = convert<S>(v);
-    else
-      p->coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f)) = convert<S>(v);
+    S* c = component_in(*p, lhs, f);
+    if (missing(c)) return;
+    *c = convert<S>(v);
+  }
+  // The coefficient of m that the component access n names (null: out of
+  // range, in checked builds), its indices evaluated here.
+  template <class Fr, class M, class A, class... I>
+  CTG_HOST_DEVICE static auto* component_in(M& m, node<op::component, A, I...> const& n, Fr& f) {
+    return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      return component_address(m, component_param_v<A>, f, eval(kid<Is + 1>(n), f)...);
+    }(std::index_sequence_for<I...>{});
   }
   template <class Fr, class L, class E>
   CTG_HOST_DEVICE static void eval(node<op::store, L, E> const& n, Fr& f) {
@@ -259,12 +302,8 @@ struct forward {
     if constexpr (std::is_same_v<typename L::op_type, op::component>) {
       auto* p = address(kid<0>(lhs), f);
       if (missing(p)) return;
-      using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
-      S* c;
-      if constexpr (L::arity == 2)
-        c = &p->coeffRef(eval(kid<1>(lhs), f));
-      else
-        c = &p->coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f));
+      auto* c = component_in(*p, lhs, f);
+      if (missing(c)) return;
       accumulate<K, Owned, Banded, param>(f, c, v);
     } else {
       auto* p = address(lhs, f);
@@ -307,12 +346,10 @@ struct forward {
   CTG_HOST_DEVICE static void eval(node<op::assign<Site>, node<op::component, node<op::local<S, T>>, I...>, E> const& n,
                                    Fr& f) {
     static_assert(ir::component_indices_within<T, I...>(), CTG_IMPL_MSG_COMPONENT_RANGE);
-    auto const& lhs = kid<0>(n);
     auto const v = convert<typename T::Scalar>(eval(kid<1>(n), f));
-    if constexpr (sizeof...(I) == 1)
-      detail::get<S>(f.locals).coeffRef(eval(kid<1>(lhs), f)) = v;
-    else
-      detail::get<S>(f.locals).coeffRef(eval(kid<1>(lhs), f), eval(kid<2>(lhs), f)) = v;
+    auto* c = component_in(detail::get<S>(f.locals), kid<0>(n), f);
+    if (missing(c)) return;
+    *c = v;
   }
 
   template <class Fr, int Site, class C, class T, class E>

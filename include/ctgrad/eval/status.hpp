@@ -1,5 +1,5 @@
 // What a running kernel reports back to its launcher: the first out-of-range
-// index (checked builds), an adstack overflow, an element two iterations
+// index of a field or of a vector's or matrix's component (checked builds), an adstack overflow, an element two iterations
 // stored (eval/store_claims.hpp). One record per launch, written by the
 // first thread that fails; the launcher turns it into an exception naming
 // the kernel and the parameter.
@@ -11,7 +11,13 @@
 
 namespace ctg::eval {
 
-enum class failure : int { none = 0, index_out_of_range = 1, adstack_overflow = 2, store_conflict = 3 };
+enum class failure : int {
+  none = 0,
+  index_out_of_range = 1,
+  adstack_overflow = 2,
+  store_conflict = 3,
+  component_out_of_range = 4
+};
 
 // Which iteration stored each element, for the stores of an adjoint pass on
 // the host whose index may repeat (eval/store_claims.hpp); made by the first
@@ -23,7 +29,7 @@ struct launch_status {
   int param;           // field parameter position (index errors)
   int rank;            // number of indices recorded
   int site;            // adstack: the loop site that overflowed
-  long long index[4];  // the offending index
+  long long index[4];  // the offending index (a component's: its indices, then the matrix's rows and columns)
   long long required;  // adstack: entries needed by the failing thread
   long long available; // adstack: entries available per thread
   store_claims* claims; // null until a store claims an element
@@ -54,6 +60,18 @@ template <class... I>
 CTG_HOST_DEVICE void report_index(launch_status* s, int param, I... idx) {
   long long const index[sizeof...(I) + 1] = {(long long)(idx)..., 0};
   report_element_at(s, failure::index_out_of_range, param, int(sizeof...(I)), index);
+}
+
+// A component index out of range: rank indices (1 or 2) of a rows x cols
+// matrix, an element of field parameter `param` (or -1: a local or a value).
+CTG_HOST_DEVICE CTG_NOINLINE void report_component_at(launch_status* s, int param, int rank, long long const* index,
+                                                      long long rows, long long cols) {
+  if (s == nullptr || !claim_failure(s, failure::component_out_of_range)) return;
+  s->param = param;
+  s->rank = rank;
+  for (int k = 0; k < rank; ++k) s->index[k] = index[k];
+  s->index[2] = rows;
+  s->index[3] = cols;
 }
 
 }  // namespace ctg::eval
