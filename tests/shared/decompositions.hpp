@@ -137,8 +137,56 @@ inline void sym_eig(ctg::memory_space space) {
                          5e-3);
 }
 
+// ctg::svd_clamp on 3x3 float matrices with det F > 0, a quarter of them
+// with two singular values clamped to the same bound: values against Eigen,
+// the gradient of <W, svd_clamp(F)> against central differences of that
+// reference (float: within 2e-3).
+inline void svd_clamp_snow(ctg::memory_space space) {
+  using M = Eigen::Matrix3f;
+  int const n = elements_for(space, 4096, 512);
+  double const lo = 0.9, hi = 1.1;
+  std::mt19937 g(23);
+  std::uniform_real_distribution<double> u(0.6, 1.4);
+  std::vector<decomp::mat<3>> fs;
+  for (int i = 0; i < n; ++i) {
+    decomp::vec<3> s(u(g), u(g), u(g));
+    if (i % 4 == 0) s(1) = s(0) = 1.2 + 0.1 * u(g);
+    fs.push_back(decomp::with_singular_values<3>(g, s).cast<float>().cast<double>());
+  }
+  decomp::mat<3> w;
+  for (int k = 0; k < 9; ++k) w(k) = std::sin(1.0 + k);
+  M const wf = w.cast<float>();
+  ctg::field<M, 1, ctg::grad> F({n}, {.name = "F", .space = space});
+  ctg::field<float, 1, ctg::grad> loss({n}, {.name = "loss", .space = space});
+  std::vector<M> in;
+  for (auto const& f : fs) in.push_back(f.cast<float>());
+  F.copy_from(in);
+  auto k = ctg::kernel<"snow_projection">([=](auto F, auto loss) {
+    return ctg::range(F.size(), [=](auto p) {
+      return loss[p] = ctg::trace(ctg::transpose(wf) * ctg::svd_clamp(F[p], float(lo), float(hi)));
+    });
+  });
+  k(F, loss);
+  loss.grad().fill(1.0f);
+  k.grad(F, loss);
+  auto const values = loss.to_vector();
+  auto const grads = F.grad().to_vector();
+  double worst_value = 0, worst_grad = 0;
+  auto const reference = [&](decomp::mat<3> const& f) {
+    return (w.transpose() * decomp::clamped_reference<3>(f, lo, hi)).trace();
+  };
+  for (int i = 0; i < n; ++i) {
+    auto const& f = fs[std::size_t(i)];
+    worst_value = std::max(worst_value, relative_error(values[std::size_t(i)], reference(f)));
+    worst_grad = std::max(worst_grad, relative_error(grads[std::size_t(i)], decomp::fd_gradient<3>(reference, f)));
+  }
+  CHECK(worst_value <= 2e-3);
+  CHECK(worst_grad <= 2e-3);
+}
+
 }  // namespace backend_tests
 
 #define CTGRAD_DECOMPOSITION_TESTS(REGISTER, space)                                                          \
   REGISTER(space, svd_and_polar, "svd and polar: 3x3 double and float, 2x2 float, against Eigen and differences") \
-  REGISTER(space, sym_eig, "sym_eig: 3x3 float, against Eigen and central differences")
+  REGISTER(space, sym_eig, "sym_eig: 3x3 float, against Eigen and central differences")                   \
+  REGISTER(space, svd_clamp_snow, "svd_clamp: the snow projection's values and gradients, coinciding values")

@@ -64,6 +64,16 @@ Eigen::Matrix<S, N, N> random_matrix(std::mt19937& g) {
   return f;
 }
 
+// U diag(clamp(sigma, lo, hi)) V^T by Eigen's SVD, for F with det F > 0 (where
+// the unsigned SVD is the signed one): the reference of ctg::svd_clamp.
+template <int N>
+mat<N> clamped_reference(mat<N> const& f, double lo, double hi) {
+  Eigen::JacobiSVD<mat<N>, Eigen::NoQRPreconditioner> svd(f, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  vec<N> s = svd.singularValues();
+  for (int k = 0; k < N; ++k) s(k) = std::min(std::max(s(k), lo), hi);
+  return svd.matrixU() * s.asDiagonal() * svd.matrixV().transpose();
+}
+
 // A gradient test point and which losses are differentiable there.
 template <int N>
 struct point {

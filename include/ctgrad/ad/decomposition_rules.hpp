@@ -32,6 +32,7 @@
 
 #include "../config.hpp"
 #include "../detail/tuple.hpp"
+#include "../ir/custom.hpp"
 #include "../ir/decompositions.hpp"
 #include "derivatives.hpp"
 
@@ -333,6 +334,100 @@ CTG_HOST_DEVICE vec<S, N> projected_diagonal(mat<S, N> const& q, mat<S, N> const
   return out;
 }
 
+// ---- U diag(f(sigma)) V^T ----------------------------------------------------------------------
+// A function f of each singular value, G = U diag(f(sigma)) V^T: with P =
+// U^T dF V, U^T dG V = Q where Q_ii = f'(sigma_i) P_ii and, for i != j,
+//   Q_ij = D_ij (P_ij + P_ji) / 2 + M_ij (P_ij - P_ji) / 2,
+//   D_ij = (f_i - f_j) / (sigma_i - sigma_j),  M_ij = (f_i + f_j) / (sigma_i + sigma_j).
+// D_ij is a divided difference of f, (f'_i + f'_j) / 2 where the two values
+// coincide (its limit); 1 / (sigma_i + sigma_j) is guarded as above. The
+// rules of U, sigma and V taken one by one cannot give D_ij, which needs f
+// itself: they give f(sigma) / sigma in its place (docs/02). The map P -> Q
+// is its own transpose, so the adjoint is U Q(U^T G V) V^T.
+template <class S, int N>
+struct spectral_function {
+  vec<S, N> value, slope;  // f(sigma_k) and f'(sigma_k)
+};
+template <class S, int N>
+CTG_HOST_DEVICE mat<S, N> spectral_map(vec<S, N> const& sigma, spectral_function<S, N> const& fn, mat<S, N> const& p) {
+  using std::abs;
+  S const m = largest_magnitude(sigma);
+  S const eps = guard_eps(m);
+  mat<S, N> q;
+  CTG_UNROLL
+  for (int i = 0; i < N; ++i) {
+    q(i, i) = fn.slope(i) * p(i, i);
+    CTG_UNROLL
+    for (int j = i + 1; j < N; ++j) {
+      S const gap = sigma(i) - sigma(j);
+      S const divided = abs(gap) > std::numeric_limits<S>::epsilon() * m ? (fn.value(i) - fn.value(j)) / gap
+                                                                          : (fn.slope(i) + fn.slope(j)) / 2;
+      S const mean = (fn.value(i) + fn.value(j)) * guarded_inverse(sigma(i) + sigma(j), eps);
+      S const b = (p(i, j) + p(j, i)) / 2, a = (p(i, j) - p(j, i)) / 2;
+      q(i, j) = divided * b + mean * a;
+      q(j, i) = divided * b - mean * a;
+    }
+  }
+  return q;
+}
+
+// clamp(sigma_k, lo, hi) as min(max(sigma_k, lo), hi), whose ties send the
+// derivative to the bound (docs/02, edge rules): the values, the slopes, and
+// which values took lo and which hi.
+template <class S, int N>
+struct clamped_values {
+  spectral_function<S, N> fn;
+  vec<S, N> took_lo, took_hi;  // 1 or 0
+};
+template <class S, int N>
+CTG_HOST_DEVICE clamped_values<S, N> clamp_values(vec<S, N> const& sigma, S lo, S hi) {
+  clamped_values<S, N> out;
+  CTG_UNROLL
+  for (int k = 0; k < N; ++k) {
+    bool const to_lo = !(sigma(k) > lo);
+    S const raised = to_lo ? lo : sigma(k);
+    bool const to_hi = !(raised < hi);
+    out.fn.value(k) = to_hi ? hi : raised;
+    out.fn.slope(k) = to_lo || to_hi ? S(0) : S(1);
+    out.took_lo(k) = to_lo && !to_hi ? S(1) : S(0);
+    out.took_hi(k) = to_hi ? S(1) : S(0);
+  }
+  return out;
+}
+
+// The functor of ctg::svd_clamp (a custom-gradient operation).
+struct svd_clamp_rule {
+  template <class A, class L, class H>
+  CTG_HOST_DEVICE auto forward(A const& f, L const& lo, H const& hi) const {
+    static_assert(dc::accepts<A>(), "CTG-EXPR-002 svd_clamp takes a 2x2 or 3x3 matrix of float or double");
+    using S = scalar_t<A>;
+    auto const d = dc::svd(square_t<A>(f));
+    return diagonal_sandwich(d.u, clamp_values(d.sigma, S(lo), S(hi)).fn.value, d.v);
+  }
+  template <class A, class L, class H, class G>
+  CTG_HOST_DEVICE auto backward(A const& f, L const& lo, H const& hi, G const& g) const {
+    using S = scalar_t<A>;
+    auto const d = dc::svd(square_t<A>(f));
+    auto const c = clamp_values(d.sigma, S(lo), S(hi));
+    square_t<A> const pg = projected(d.u, square_t<A>(g), d.v);  // U^T G V
+    S glo(0), ghi(0);
+    CTG_UNROLL
+    for (int k = 0; k < size_v<A>; ++k) glo += c.took_lo(k) * pg(k, k), ghi += c.took_hi(k) * pg(k, k);
+    return ctg::gradients(square_t<A>(sandwich(d.u, spectral_map(d.sigma, c.fn, pg), d.v)), L(glo), H(ghi));
+  }
+  template <class A, class L, class H, class DA, class DL, class DH>
+  CTG_HOST_DEVICE auto tangent(A const& f, L const& lo, H const& hi, DA const& df, DL const& dlo,
+                               DH const& dhi) const {
+    using S = scalar_t<A>;
+    auto const d = dc::svd(square_t<A>(f));
+    auto const c = clamp_values(d.sigma, S(lo), S(hi));
+    square_t<A> q = spectral_map(d.sigma, c.fn, projected(d.u, square_t<A>(df), d.v));
+    CTG_UNROLL
+    for (int k = 0; k < size_v<A>; ++k) q(k, k) += c.took_lo(k) * S(dlo) + c.took_hi(k) * S(dhi);
+    return square_t<A>(sandwich(d.u, q, d.v));
+  }
+};
+
 // Every decomposition output reads its operand's value in the reverse pass.
 struct unary_rule {
   template <int K>
@@ -469,3 +564,20 @@ struct rule<ir::fn::sym_eig_vectors> : decomposition::unary_rule {
 };
 
 }  // namespace ctg::ad
+
+namespace ctg {
+
+// U diag(clamp(sigma, lo, hi)) V^T, F = U diag(sigma) V^T its signed SVD:
+// the plastic projection of snow in MPM (singular values of the elastic
+// deformation gradient clamped to [1 - theta_c, 1 + theta_s]). One operation
+// with the exact derivative everywhere, coinciding singular values
+// included; built from ctg::svd's three outputs instead, its derivative is
+// wrong where clamped values coincide or nearly do (docs/02). F is a 2 x 2
+// or 3 x 3 matrix of float or double; lo and hi are numbers, with
+// gradients of their own.
+template <ir::dsl_operand A, ir::dsl_operand L, ir::dsl_operand H>
+[[nodiscard]] constexpr auto svd_clamp(A const& f, L const& lo, H const& hi) {
+  return custom_gradient<"svd_clamp">(ad::decomposition::svd_clamp_rule{})(f, lo, hi);
+}
+
+}  // namespace ctg
