@@ -515,7 +515,9 @@ template <int R, int C, dsl_operand... A>
 // ---- value types of expression nodes ------------------------------------------
 template <class Fn, class... Kids>
 struct value_of<node<op::math<Fn>, Kids...>> {
-  using type = fn::result_t<Fn, value_t<Kids>...>;
+  static_assert(!(is_statement_v<Kids> || ...), CTG_IMPL_MSG_EXPR_020);
+  // A double in a statement's place: the error above, and none after it.
+  using type = fn::result_t<Fn, std::conditional_t<is_statement_v<Kids>, double, value_t<Kids>>...>;
 };
 // Whether a component index that is a compile-time constant (N_c, a
 // static_range index) lies in [0, extent): the types see it, and Eigen's

@@ -453,6 +453,12 @@ struct value_of<node<op::result, K>> {
 
 template <class N>
 inline constexpr bool is_statement_v = std::is_void_v<value_t<N>>;
+// A statement where a value belongs: an operand, the right-hand side of a
+// store (a chained assignment), a let's initial value.
+#define CTG_IMPL_MSG_EXPR_020                                                                                     \
+  "CTG-EXPR-020 a statement (a store x[i] = ..., an accumulation +=, a loop, a block) used as a value: kernel " \
+  "assignments do not chain and have no value. Fix: write each store as a statement of its own in "         \
+  "ctg::block(...), and use a stored value by reading the element again or through a ctg::let local"
 
 // A placeholder: used by lowering to mark nodes that are not yet lowered.
 struct pending_tag {};

@@ -38,6 +38,30 @@ template <class N>
 constexpr auto settle_self(N const& n) {
   return settle_against<void>(n);
 }
+// Whether E is a statement with nothing left to settle (a subtree that
+// still holds a pending construct has no value type yet, and is lowered).
+template <class E>
+constexpr bool settled_statement_v() {
+  if constexpr (holds_unsettled<E>::value)
+    return false;
+  else
+    return is_statement_v<E>;
+}
+// A lowered node where a value belongs (a store's right-hand side, a let's
+// initial value): a statement there is CTG-EXPR-020, and a zero takes its
+// place so that no second error follows. (A math node is a value; one with
+// a statement for an operand has been reported by its value type.)
+template <class N>
+constexpr auto value_operand(N const& n) {
+  if constexpr (is_math_op<typename N::op_type>) {
+    return n;
+  } else if constexpr (is_statement_v<N>) {
+    static_assert(detail::dependent_false<N>, CTG_IMPL_MSG_EXPR_020);
+    return node<op::literal<double>>{{0.0}, {}};
+  } else {
+    return n;
+  }
+}
 // What settle() checks of indices and components (also read by
 // lowers_as_is, below): an index is an integer expression, a component
 // access has one or two indices into a fixed-size matrix.
@@ -143,7 +167,7 @@ constexpr auto settle(op::cast<T> const& op, detail::tuple<K> const& t) {
 
 template <class L, class E>
 constexpr auto settle_write(L const&, E const& rhs) {
-  return settle_against<value_t<L>>(rhs);
+  return settle_against<value_t<L>>(value_operand(rhs));
 }
 template <class L, class E>
 constexpr auto settle(op::store const& op, detail::tuple<L, E> const& t) {
@@ -358,10 +382,12 @@ template <class K>
 inline constexpr bool settles_as_is_v<op::stop_grad, K> = true;
 template <int R, int C, class... K>
 inline constexpr bool settles_as_is_v<op::make_matrix<R, C>, K...> = true;
+// A store whose right-hand side is a statement (a chained assignment) is
+// settled, where settle_write reports it (CTG-EXPR-020).
 template <class L, class E>
-inline constexpr bool settles_as_is_v<op::store, L, E> = true;
+inline constexpr bool settles_as_is_v<op::store, L, E> = !settled_statement_v<E>();
 template <atomic_kind A, class L, class E>
-inline constexpr bool settles_as_is_v<op::atomic<A>, L, E> = true;
+inline constexpr bool settles_as_is_v<op::atomic<A>, L, E> = !settled_statement_v<E>();
 // Only where settle()'s checks hold (CTG-EXPR-008, CTG-EXPR-009 above).
 template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
 inline constexpr bool settles_as_is_v<op::access<I, T, R, G, D, B>, Idx...> =
@@ -477,7 +503,7 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
   auto r = lower_seq<Ctx>(p.inits);
   constexpr int first = decltype(r)::next_slot;
   auto inits = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    return detail::make_tuple(settle_self(detail::get<Is>(r.ir))...);
+    return detail::make_tuple(settle_self(value_operand(detail::get<Is>(r.ir)))...);
   }(std::index_sequence_for<Inits...>{});
   using init_tuple = decltype(inits);
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
