@@ -148,9 +148,17 @@ inline void svd_clamp_snow(ctg::memory_space space) {
   std::mt19937 g(23);
   std::uniform_real_distribution<double> u(0.6, 1.4);
   std::vector<decomp::mat<3>> fs;
+  // Singular values at least 1e-3 from a bound: the central differences
+  // (step 1e-6) would straddle the clamp's kink.
+  auto const away_from_bounds = [&] {
+    double s;
+    do s = u(g);
+    while (std::abs(s - lo) < 1e-3 || std::abs(s - hi) < 1e-3);
+    return s;
+  };
   for (int i = 0; i < n; ++i) {
-    decomp::vec<3> s(u(g), u(g), u(g));
-    if (i % 4 == 0) s(1) = s(0) = 1.2 + 0.1 * u(g);
+    decomp::vec<3> s(away_from_bounds(), away_from_bounds(), away_from_bounds());
+    if (i % 4 == 0) s(1) = s(0) = 1.2 + 0.1 * away_from_bounds();
     fs.push_back(decomp::with_singular_values<3>(g, s).cast<float>().cast<double>());
   }
   decomp::mat<3> w;

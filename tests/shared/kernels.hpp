@@ -440,6 +440,29 @@ inline void component_index_errors(ctg::memory_space space) {
     });
   });
   CHECK_THROWS_WITH_AS(local(out), doctest::Contains("(a local or a computed value)"), ctg::index_error);
+
+  // The passes that write a coefficient: the adjoint of a component store
+  // (the gradient it reads), of a local's component assignment and of a
+  // computed vector's component, and the tangents of the first two.
+  auto store = ctg::kernel<"store_component">([](auto p, auto out) {
+    return ctg::range(4, [=](auto i) { return p[i][i] = 3.0 * out[i]; });
+  });
+  CHECK_THROWS_WITH_AS(store.grad(p, out), names("p"), ctg::index_error);
+  CHECK_THROWS_WITH_AS(store.fwd(p, out), names("p"), ctg::index_error);
+  auto through_local = ctg::kernel<"through_local">([](auto p, auto out) {
+    return ctg::range(4, [=](auto i) {
+      return ctg::let(ctg::vec(0.0, 0.0, 0.0),
+                      [=](auto v) { return ctg::block(v[i] = p[i][ctg::c<0>], out[i] = v[ctg::c<0>]); });
+    });
+  });
+  CHECK_THROWS_WITH_AS(through_local.grad(p, out), doctest::Contains("(a local or a computed value)"),
+                       ctg::index_error);
+  CHECK_THROWS_WITH_AS(through_local.fwd(p, out), doctest::Contains("(a local or a computed value)"),
+                       ctg::index_error);
+  auto computed = ctg::kernel<"computed_component">([](auto p, auto out) {
+    return ctg::range(4, [=](auto i) { return out[i] = (p[i] * 2.0)[i]; });
+  });
+  CHECK_THROWS_WITH_AS(computed.grad(p, out), doctest::Contains("(a local or a computed value)"), ctg::index_error);
 #else
   (void)space;
 #endif

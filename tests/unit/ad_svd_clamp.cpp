@@ -2,8 +2,8 @@
 // projection of snow: its value against Eigen's JacobiSVD, its gradient (F,
 // lo and hi) against central differences of that reference, its tangent
 // against the gradient, at coinciding singular values (clamped together or
-// not), at nearly coinciding ones, at F = I and at random F, 2 x 2 and 3 x 3,
-// double and float. The same composition through ctg::svd's three outputs is
+// not), at nearly coinciding ones, at F = I, at an inverted F and at random
+// F, 2 x 2 and 3 x 3, double and float. The same composition through ctg::svd's three outputs is
 // wrong where two clamped values coincide (twice the off-diagonal
 // derivative, docs/02); the first case pins that difference.
 #include "decompositions_support.hpp"
@@ -94,6 +94,9 @@ TEST_CASE("svd_clamp 3x3: exact where clamped singular values coincide, nearly c
     check_point<3, double>(f, snow, w, 1e-6);
   }
   check_point<3, double>(mat<3>::Identity(), snow, w, 1e-6);
+  // An inverted element: the signed SVD's last value is negative and is
+  // clamped to lo, so G = svd_clamp(F) has det G > 0.
+  check_point<3, double>(with_singular_values<3>(g, vec<3>(1.2, 0.95, -0.5)), snow, w, 1e-6);
   check_point<3, double>(mat<3>(Eigen::Vector3d(1.3, 0.6, 1.0).asDiagonal()), snow, w, 1e-6);
 }
 
@@ -143,5 +146,7 @@ TEST_CASE("svd_clamp against the composition of ctg::svd's outputs where values 
   k.grad(F, exact, composed);
   double const composed_error = (F.grad().at(0) - want).norm();
   CHECK(exact_error <= 1e-6 * want.norm());
+  // The limitation docs/02 states for the composition of the three ops:
+  // whoever makes their rules exact here updates the docs and this line.
   CHECK(composed_error >= 0.05 * want.norm());
 }

@@ -64,14 +64,18 @@ Eigen::Matrix<S, N, N> random_matrix(std::mt19937& g) {
   return f;
 }
 
-// U diag(clamp(sigma, lo, hi)) V^T by Eigen's SVD, for F with det F > 0 (where
-// the unsigned SVD is the signed one): the reference of ctg::svd_clamp.
+// U diag(clamp(sigma, lo, hi)) V^T by Eigen's SVD turned into the signed one
+// (U and V rotations, the last singular value negative where det F < 0):
+// the reference of ctg::svd_clamp.
 template <int N>
 mat<N> clamped_reference(mat<N> const& f, double lo, double hi) {
   Eigen::JacobiSVD<mat<N>, Eigen::NoQRPreconditioner> svd(f, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  mat<N> u = svd.matrixU(), v = svd.matrixV();
   vec<N> s = svd.singularValues();
+  if (u.determinant() < 0) u.col(N - 1) *= -1, s(N - 1) *= -1;
+  if (v.determinant() < 0) v.col(N - 1) *= -1, s(N - 1) *= -1;
   for (int k = 0; k < N; ++k) s(k) = std::min(std::max(s(k), lo), hi);
-  return svd.matrixU() * s.asDiagonal() * svd.matrixV().transpose();
+  return u * s.asDiagonal() * v.transpose();
 }
 
 // A gradient test point and which losses are differentiable there.

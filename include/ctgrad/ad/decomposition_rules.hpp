@@ -377,7 +377,7 @@ CTG_HOST_DEVICE mat<S, N> spectral_map(vec<S, N> const& sigma, spectral_function
 template <class S, int N>
 struct clamped_values {
   spectral_function<S, N> fn;
-  vec<S, N> took_lo, took_hi;  // 1 or 0
+  bool took_lo[N], took_hi[N];
 };
 template <class S, int N>
 CTG_HOST_DEVICE clamped_values<S, N> clamp_values(vec<S, N> const& sigma, S lo, S hi) {
@@ -389,8 +389,8 @@ CTG_HOST_DEVICE clamped_values<S, N> clamp_values(vec<S, N> const& sigma, S lo, 
     bool const to_hi = !(raised < hi);
     out.fn.value(k) = to_hi ? hi : raised;
     out.fn.slope(k) = to_lo || to_hi ? S(0) : S(1);
-    out.took_lo(k) = to_lo && !to_hi ? S(1) : S(0);
-    out.took_hi(k) = to_hi ? S(1) : S(0);
+    out.took_lo[k] = to_lo && !to_hi;
+    out.took_hi[k] = to_hi;
   }
   return out;
 }
@@ -412,7 +412,12 @@ struct svd_clamp_rule {
     square_t<A> const pg = projected(d.u, square_t<A>(g), d.v);  // U^T G V
     S glo(0), ghi(0);
     CTG_UNROLL
-    for (int k = 0; k < size_v<A>; ++k) glo += c.took_lo(k) * pg(k, k), ghi += c.took_hi(k) * pg(k, k);
+    for (int k = 0; k < size_v<A>; ++k) {
+      // Selected, not multiplied by the 0/1 mask: a bound not taken gets an
+      // exact zero, as min and max give the operand they did not pick.
+      if (c.took_lo[k]) glo += pg(k, k);
+      if (c.took_hi[k]) ghi += pg(k, k);
+    }
     return ctg::gradients(square_t<A>(sandwich(d.u, spectral_map(d.sigma, c.fn, pg), d.v)), L(glo), H(ghi));
   }
   template <class A, class L, class H, class DA, class DL, class DH>
@@ -423,7 +428,10 @@ struct svd_clamp_rule {
     auto const c = clamp_values(d.sigma, S(lo), S(hi));
     square_t<A> q = spectral_map(d.sigma, c.fn, projected(d.u, square_t<A>(df), d.v));
     CTG_UNROLL
-    for (int k = 0; k < size_v<A>; ++k) q(k, k) += c.took_lo(k) * S(dlo) + c.took_hi(k) * S(dhi);
+    for (int k = 0; k < size_v<A>; ++k) {
+      if (c.took_lo[k]) q(k, k) += S(dlo);
+      if (c.took_hi[k]) q(k, k) += S(dhi);
+    }
     return square_t<A>(sandwich(d.u, q, d.v));
   }
 };

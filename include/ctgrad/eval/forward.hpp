@@ -77,8 +77,8 @@ CTG_HOST_DEVICE constexpr bool missing(T const* p) {
 // where Eigen's coeff() would read or write past the matrix.
 template <class M, class Fr, class... K>
 CTG_HOST_DEVICE auto* component_address(M& m, int param, Fr const& f, K... k) {
-  using S = std::remove_reference_t<decltype(m.coeffRef(k...))>;
 #if CTG_BOUNDS_CHECK
+  using S = std::remove_reference_t<decltype(m.coeffRef(k...))>;
   using Plain = std::remove_cv_t<M>;
   long long const index[2] = {(long long)(k)...};
   bool const inside = sizeof...(K) == 1
