@@ -161,8 +161,7 @@ inline void svd_clamp_snow(ctg::memory_space space) {
     if (i % 4 == 0) s(1) = s(0) = 1.2 + 0.1 * away_from_bounds();
     fs.push_back(decomp::with_singular_values<3>(g, s).cast<float>().cast<double>());
   }
-  decomp::mat<3> w;
-  for (int k = 0; k < 9; ++k) w(k) = std::sin(1.0 + k);
+  decomp::mat<3> const w = decomp::weight<3>(0);
   M const wf = w.cast<float>();
   ctg::field<M, 1, ctg::grad> F({n}, {.name = "F", .space = space});
   ctg::field<float, 1, ctg::grad> loss({n}, {.name = "loss", .space = space});

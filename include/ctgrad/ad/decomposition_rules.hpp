@@ -397,18 +397,27 @@ CTG_HOST_DEVICE clamped_values<S, N> clamp_values(vec<S, N> const& sigma, S lo, 
 
 // The functor of ctg::svd_clamp (a custom-gradient operation).
 struct svd_clamp_rule {
+  // F's signed SVD and its clamped singular values, which each pass starts from.
   template <class A, class L, class H>
-  CTG_HOST_DEVICE auto forward(A const& f, L const& lo, H const& hi) const {
+  CTG_HOST_DEVICE static auto clamped_svd(A const& f, L const& lo, H const& hi) {
     static_assert(dc::accepts<A>(), "CTG-EXPR-002 svd_clamp takes a 2x2 or 3x3 matrix of float or double");
     using S = scalar_t<A>;
     auto const d = dc::svd(square_t<A>(f));
-    return diagonal_sandwich(d.u, clamp_values(d.sigma, S(lo), S(hi)).fn.value, d.v);
+    struct parts {
+      dc::svd_value<S, size_v<A>> svd;
+      clamped_values<S, size_v<A>> clamped;
+    };
+    return parts{d, clamp_values(d.sigma, S(lo), S(hi))};
+  }
+  template <class A, class L, class H>
+  CTG_HOST_DEVICE auto forward(A const& f, L const& lo, H const& hi) const {
+    auto const [d, c] = clamped_svd(f, lo, hi);
+    return diagonal_sandwich(d.u, c.fn.value, d.v);
   }
   template <class A, class L, class H, class G>
   CTG_HOST_DEVICE auto backward(A const& f, L const& lo, H const& hi, G const& g) const {
     using S = scalar_t<A>;
-    auto const d = dc::svd(square_t<A>(f));
-    auto const c = clamp_values(d.sigma, S(lo), S(hi));
+    auto const [d, c] = clamped_svd(f, lo, hi);
     square_t<A> const pg = projected(d.u, square_t<A>(g), d.v);  // U^T G V
     S glo(0), ghi(0);
     CTG_UNROLL
@@ -424,8 +433,7 @@ struct svd_clamp_rule {
   CTG_HOST_DEVICE auto tangent(A const& f, L const& lo, H const& hi, DA const& df, DL const& dlo,
                                DH const& dhi) const {
     using S = scalar_t<A>;
-    auto const d = dc::svd(square_t<A>(f));
-    auto const c = clamp_values(d.sigma, S(lo), S(hi));
+    auto const [d, c] = clamped_svd(f, lo, hi);
     square_t<A> q = spectral_map(d.sigma, c.fn, projected(d.u, square_t<A>(df), d.v));
     CTG_UNROLL
     for (int k = 0; k < size_v<A>; ++k) {

@@ -725,6 +725,12 @@ struct reverse {
     using M = value_t<V>;
     using S = scalar_of_t<M>;
     auto const& vt = detail::get<0>(t.kids);
+    // The coefficient of m at the recorded indices (null: out of range).
+    auto const coefficient = [&](M& m) {
+      return [&]<std::size_t... Js>(std::index_sequence<Js...>) {
+        return eval::component_address(m, eval::component_param_v<V>, f, detail::get<Js + 1>(t.kids).value...);
+      }(std::index_sequence_for<I...>{});
+    };
     if constexpr (is_access_node<V>::value) {
       // One coefficient of a field element: accumulate into that coefficient only.
       if (!accumulates(kid<0>(n), f)) return;
@@ -733,26 +739,20 @@ struct reverse {
                                      detail::get<Js>(vt.kids).value...);
       }(std::make_index_sequence<V::arity>{});
       if (eval::missing(p)) return;
-      S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-        return eval::component_address(*p, V::op_type::param, f, detail::get<Js + 1>(t.kids).value...);
-      }(std::index_sequence_for<I...>{});
+      S* c = coefficient(*p);
       if (eval::missing(c)) return;
       accumulate_grad<V::op_type::param>(f, c, convert<S>(g));
     } else if constexpr (ir::is_local_op<typename V::op_type>) {
       // One coefficient of a local's adjoint (not a zero matrix added whole:
       // x + 0 is not x in floating point, so those adds would stay).
       update_coefficient<node<op::component, V, I...>>(local_adjoint(kid<0>(n), f), [&](M& m) {
-        S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-          return eval::component_address(m, -1, f, detail::get<Js + 1>(t.kids).value...);
-        }(std::index_sequence_for<I...>{});
+        S* c = coefficient(m);
         if (eval::missing(c)) return S{};
         return *c = *c + convert<S>(g);
       });
     } else {
       M z = M::Zero();
-      S* c = [&]<std::size_t... Js>(std::index_sequence<Js...>) {
-        return eval::component_address(z, -1, f, detail::get<Js + 1>(t.kids).value...);
-      }(std::index_sequence_for<I...>{});
+      S* c = coefficient(z);
       if (eval::missing(c)) return;
       *c = convert<S>(g);
       backprop<needs<decltype(vt.value)>>(kid<0>(n), vt, z, f);

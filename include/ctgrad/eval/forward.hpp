@@ -86,8 +86,8 @@ CTG_HOST_DEVICE auto* component_address(M& m, int param, Fr const& f, K... k) {
                           : index[0] >= 0 && index[0] < Plain::RowsAtCompileTime && index[sizeof...(K) - 1] >= 0 &&
                                 index[sizeof...(K) - 1] < Plain::ColsAtCompileTime;
   if (!inside) [[unlikely]] {
-    report_component_at(f.status, param, int(sizeof...(K)), index, Plain::RowsAtCompileTime,
-                        Plain::ColsAtCompileTime);
+    long long const recorded[4] = {index[0], index[1], Plain::RowsAtCompileTime, Plain::ColsAtCompileTime};
+    report_element_at(f.status, failure::component_out_of_range, param, int(sizeof...(K)), recorded, 4);
     return static_cast<S*>(nullptr);
   }
 #else
@@ -98,9 +98,14 @@ CTG_HOST_DEVICE auto* component_address(M& m, int param, Fr const& f, K... k) {
 // The field parameter whose element a component access's operand is (-1: a
 // local or a computed value), for the message of an index out of range.
 template <class V>
-inline constexpr int component_param_v = -1;
-template <int I, class T, int R, bool G, bool D, buffer B, class... Idx>
-inline constexpr int component_param_v<node<op::access<I, T, R, G, D, B>, Idx...>> = I;
+constexpr int component_param() {
+  if constexpr (ir::is_access_op<typename V::op_type>)
+    return V::op_type::param;
+  else
+    return -1;
+}
+template <class V>
+inline constexpr int component_param_v = component_param<V>();
 
 struct forward {
   // ---- leaves ---------------------------------------------------------------
@@ -192,10 +197,7 @@ struct forward {
   template <class Fr, class V, class... I>
   CTG_HOST_DEVICE static auto eval(node<op::component, V, I...> const& n, Fr& f) {
     auto v = eval(kid<0>(n), f);
-    static_assert(ir::component_indices_within<decltype(v), I...>(), CTG_IMPL_MSG_COMPONENT_RANGE);
-    auto const* c = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-      return component_address(std::as_const(v), component_param_v<V>, f, eval(kid<Is + 1>(n), f)...);
-    }(std::index_sequence_for<I...>{});
+    auto const* c = component_in(std::as_const(v), n, f);
     if (missing(c)) return scalar_of_t<decltype(v)>{};
     return *c;
   }
@@ -236,8 +238,6 @@ struct forward {
   template <class Fr, class A, class... I, class V>
   CTG_HOST_DEVICE static void write(node<op::component, A, I...> const& lhs, V const& v, Fr& f) {
     auto* p = address(kid<0>(lhs), f);
-    static_assert(ir::component_indices_within<std::remove_cv_t<std::remove_pointer_t<decltype(p)>>, I...>(),
-                  CTG_IMPL_MSG_COMPONENT_RANGE);
     if (missing(p)) return;
     using S = scalar_of_t<std::remove_pointer_t<decltype(p)>>;
     S* c = component_in(*p, lhs, f);
@@ -245,9 +245,11 @@ struct forward {
     *c = convert<S>(v);
   }
   // The coefficient of m that the component access n names (null: out of
-  // range, in checked builds), its indices evaluated here.
+  // range, in checked builds), its indices evaluated here; a constant index
+  // past the end is CTG-EXPR-009.
   template <class Fr, class M, class A, class... I>
   CTG_HOST_DEVICE static auto* component_in(M& m, node<op::component, A, I...> const& n, Fr& f) {
+    static_assert(ir::component_indices_within<std::remove_cv_t<M>, I...>(), CTG_IMPL_MSG_COMPONENT_RANGE);
     return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       return component_address(m, component_param_v<A>, f, eval(kid<Is + 1>(n), f)...);
     }(std::index_sequence_for<I...>{});
@@ -345,7 +347,6 @@ struct forward {
   template <class Fr, int Site, int S, class T, class... I, class E>
   CTG_HOST_DEVICE static void eval(node<op::assign<Site>, node<op::component, node<op::local<S, T>>, I...>, E> const& n,
                                    Fr& f) {
-    static_assert(ir::component_indices_within<T, I...>(), CTG_IMPL_MSG_COMPONENT_RANGE);
     auto const v = convert<typename T::Scalar>(eval(kid<1>(n), f));
     auto* c = component_in(detail::get<S>(f.locals), kid<0>(n), f);
     if (missing(c)) return;

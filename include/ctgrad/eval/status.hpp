@@ -48,30 +48,20 @@ CTG_HOST_DEVICE bool claim_failure(launch_status* s, failure what) {
 // access (a compare-and-swap and the stores of the index), it made a checked
 // kernel's chunk function several times the size of an unchecked one, and
 // as many times slower to compile and optimise.
+// `stored` entries of `index` are kept (a component's: its rank indices,
+// then the matrix's rows and columns), `rank` of them printed.
 CTG_HOST_DEVICE CTG_NOINLINE void report_element_at(launch_status* s, failure what, int param, int rank,
-                                                    long long const* index) {
+                                                    long long const* index, int stored = -1) {
   if (s == nullptr || !claim_failure(s, what)) return;
   s->param = param;
   s->rank = rank;
-  for (int k = 0; k < rank; ++k) s->index[k] = index[k];
+  for (int k = 0; k < (stored < 0 ? rank : stored); ++k) s->index[k] = index[k];
 }
 
 template <class... I>
 CTG_HOST_DEVICE void report_index(launch_status* s, int param, I... idx) {
   long long const index[sizeof...(I) + 1] = {(long long)(idx)..., 0};
   report_element_at(s, failure::index_out_of_range, param, int(sizeof...(I)), index);
-}
-
-// A component index out of range: rank indices (1 or 2) of a rows x cols
-// matrix, an element of field parameter `param` (or -1: a local or a value).
-CTG_HOST_DEVICE CTG_NOINLINE void report_component_at(launch_status* s, int param, int rank, long long const* index,
-                                                      long long rows, long long cols) {
-  if (s == nullptr || !claim_failure(s, failure::component_out_of_range)) return;
-  s->param = param;
-  s->rank = rank;
-  for (int k = 0; k < rank; ++k) s->index[k] = index[k];
-  s->index[2] = rows;
-  s->index[3] = cols;
 }
 
 }  // namespace ctg::eval
