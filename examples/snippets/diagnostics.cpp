@@ -137,7 +137,7 @@ int main() {
     add.grad(x, x);  // the same differentiable field twice
   } catch (ctg::autodiff_error const& e) {
     // kernel 'add': CTG-AD-012 parameter #0 (field 'x', shape (4)) and parameter #1 (field 'x', shape (4))
-    // share one storage (or views of overlapping memory) that has a gradient or that the kernel writes; ...
+    // share one storage (or views of overlapping memory) that the kernel writes, or that has a gradient ...
   }
   ctg::field<double, 1, ctg::grad> copy = x.clone(ctg::host);  // a second field with the same values
   add.grad(x, copy);

@@ -310,6 +310,8 @@ struct element_layout {
     for (int a = 0; a < rank; ++a) n *= extent[a];
     return n;
   }
+  // The same elements at the same places (unused axes hold zeros).
+  friend bool operator==(element_layout const&, element_layout const&) = default;
   // Bytes from the first element to one past the last (strides are never
   // negative); 0 for an empty layout.
   std::int64_t span() const {
@@ -1386,6 +1388,23 @@ class field : detail::field_ownership {
       return v;
     }
   }
+  // A field passed to one launch under two parameter names and read under
+  // both: the adjoint gathers the second name's share of the gradient in a
+  // zeroed buffer of its own (`share`, from gradient_share()), bound in place
+  // of this gradient, and adds it in once the launch has run
+  // (kernel_t::launch), so that the shares never meet in one buffer within a
+  // launch that was planned for two.
+  companion_type gradient_share() const {
+    static_assert(has_grad, "gradient_share() on a field without a gradient buffer");
+    return companion_type(shape_, field_options{name_ + ".grad (second name)", space_});
+  }
+  view_type view_with_gradient(companion_type const& share) const {
+    view_type v = view();
+    v.grad = share.view().data;
+    return v;
+  }
+  void add_gradient_share(companion_type const& share) const { add_to_gradient(share.to_vector()); }
+
   // Identity of the buffer this handle's values live in, used to detect two
   // kernel arguments naming the same field (a companion such as x.grad() is a
   // different buffer).

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +59,15 @@ namespace detail {
 
 template <class T>
 inline constexpr bool is_scalar_arg_v = std::is_arithmetic_v<std::remove_cvref_t<T>>;
+
+// The position of the first of `A` that is `T`.
+template <class T, class... A>
+constexpr std::size_t first_position_of() {
+  std::size_t position = 0;
+  bool found = false;
+  ((found = found || std::is_same_v<T, A>, position += found ? 0 : 1), ...);
+  return position;
+}
 
 template <class T>
 inline constexpr bool has_grad_arg = false;
@@ -132,14 +142,30 @@ storage_use storage_use_of(A const& a) {
 inline bool storages_meet(storage_use const& a, storage_use const& b) {
   return a.id && b.id && (a.id == b.id || layouts_overlap(a.id, a.layout, b.id, b.layout));
 }
+// Whether two arguments are one field read under two names (dot(x, x)):
+// the same elements, a gradient under both names, written under neither.
+// The checks and the adjoint see two read-only parameters, which is what
+// they are; the launch gives the second name a gradient buffer of its own
+// and adds it in after (kernel_t::launch), so both shares count.
+inline bool read_twice(storage_use const& a, storage_use const& b) {
+  return a.id && a.id == b.id && a.layout == b.layout && a.grad && b.grad && !a.written && !b.written;
+}
 // The first two arguments whose elements meet, where `matters` holds for
-// one of them: their positions, or -1 for none.
+// one of them, and that are not one field read twice: their positions, or
+// -1 for none.
 template <class Matters>
 std::pair<int, int> first_shared(std::span<storage_use const> used, Matters matters) {
   for (std::size_t p = 0; p < used.size(); ++p)
     for (std::size_t q = p + 1; q < used.size(); ++q)
-      if ((matters(used[p]) || matters(used[q])) && storages_meet(used[p], used[q])) return {int(p), int(q)};
+      if ((matters(used[p]) || matters(used[q])) && storages_meet(used[p], used[q]) && !read_twice(used[p], used[q]))
+        return {int(p), int(q)};
   return {-1, -1};
+}
+// The earlier argument that `q` repeats as one field read twice, or -1.
+inline int read_twin_of(std::span<storage_use const> used, std::size_t q) {
+  for (std::size_t p = 0; p < q; ++p)
+    if (read_twice(used[p], used[q])) return int(p);
+  return -1;
 }
 // Raises CTG-AD-012 for the first two arguments that share a storage or
 // overlapping memory when one of them has a gradient or the kernel writes
@@ -554,6 +580,49 @@ class kernel_t {
     return used;
   }
 
+  // The arguments that may repeat an earlier one as one field read twice
+  // (detail::read_twice), from the types: a field with a gradient that the
+  // kernel does not write, of the same type as an earlier argument.
+  template <class... A>
+  static constexpr unsigned long long repeatable_reads() {
+    if constexpr (sizeof...(A) < 2) {
+      return 0;
+    } else {
+      constexpr unsigned long long written = written_params<A...>();
+      constexpr std::size_t first_of_type[] = {detail::first_position_of<A, A...>()...};
+      constexpr bool readable[] = {detail::has_grad_arg<A>...};
+      unsigned long long out = 0;
+      for (std::size_t q = 1; q < sizeof...(A) && q < 64; ++q)
+        if (readable[q] && first_of_type[q] < q && (written & ir::param_bit(int(q))) == 0)
+          out |= ir::param_bit(int(q));
+      return out;
+    }
+  }
+  // Binds a gradient buffer of its own to each argument that repeats an
+  // earlier one as one field read twice; returns what adds those buffers
+  // into the field's gradient once the launch has run.
+  template <unsigned long long Repeatable, class Bound, class... A>
+  static std::vector<std::function<void()>> share_repeated_gradients(Bound& bound, A const&... args) {
+    std::vector<std::function<void()>> add_shares;
+    auto const used = storage_uses(args...);
+    auto const all = std::tie(args...);
+    [&]<std::size_t... Q>(std::index_sequence<Q...>) {
+      (
+          [&] {
+            if constexpr ((Repeatable & ir::param_bit(int(Q))) != 0) {
+              if (detail::read_twin_of(used, Q) >= 0) {
+                auto const& a = std::get<Q>(all);
+                auto share = a.gradient_share();
+                detail::get<Q>(bound) = a.view_with_gradient(share);
+                add_shares.emplace_back([a, share] { a.add_gradient_share(share); });
+              }
+            }
+          }(),
+          ...);
+    }(std::index_sequence_for<A...>{});
+    return add_shares;
+  }
+
   template <class Offloads>
   static constexpr report tangent_findings = check::tangent_checks<Offloads>::evaluate();
 
@@ -874,12 +943,28 @@ class kernel_t {
       check_aliasing(args...);
       check_at_launch<reverse_checks<A...>>(kir, space, args...);
     }
+    // A field read under two names: the second name's gradient goes to a
+    // buffer of its own, added in once the offloads have run.
+    constexpr unsigned long long repeatable = [] {
+      if constexpr (backwards)
+        return repeatable_reads<A...>();
+      else
+        return 0ull;
+    }();
+    [[maybe_unused]] auto const add_shares = [&] {
+      if constexpr (repeatable != 0)
+        return share_repeated_gradients<repeatable>(bound, args...);
+      else
+        return 0;
+    }();
     [&]<std::size_t... Is>(std::index_sequence<Is...>) {
       (run_one<Pass, slots, offload_name<int(backwards ? count - 1 - Is : Is), A...>>(
            detail::get<backwards ? count - 1 - Is : Is>(kir.offloads), int(backwards ? count - 1 - Is : Is), bound,
            space, args...),
        ...);
     }(std::make_index_sequence<count>{});
+    if constexpr (repeatable != 0)
+      for (auto const& add : add_shares) add();
     if constexpr (std::is_same_v<Pass, backend::forward_pass> || std::is_same_v<Pass, backend::value_and_gradient_pass> ||
                   std::is_same_v<Pass, backend::tangent_pass>)
       return rows_of(kir, bound, space, args...);

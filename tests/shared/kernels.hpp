@@ -501,6 +501,76 @@ inline void value_and_gradient_in_one_sweep(ctg::memory_space space) {
   check_close(loss.grad().to_vector(), std::vector<double>{-2.0}, 0);
 }
 
+// One field passed under two and three parameter names, read under all of
+// them: the gradients of the names add. y[i] = a[i] b[i + 1] with a = b = x
+// gives x.grad[j] = s[j] x[j + 1] + s[j - 1] x[j - 1] (s = y's seed), also in
+// value_and_grad's one sweep; y[i] = a[i] b[i] c[i] gives 3 s x^2; on a tape,
+// loss += sum a[i] sin(b[i]) before and after x doubles in place gives
+// sin x + x cos x + 2 sin 2x + 4 x cos 2x. A field written under one of its
+// names is still refused (CTG-AD-012).
+inline void one_field_read_twice(ctg::memory_space space) {
+  int const n = elements_for(space, 1 << 16, 1 << 12);
+  using vector_t = ctg::field<double, 1, ctg::grad>;
+  vector_t x({n}, {.name = "x", .space = space}), y({n}, {.name = "y", .space = space});
+  std::vector<double> xs(n), seeds(n);
+  for (int i = 0; i < n; ++i) xs[i] = 0.001 * double(i % 1500) - 0.5, seeds[i] = 1.0 + double(i % 5);
+  x.copy_from(xs);
+  auto shifted = ctg::kernel<"shifted_product">([](auto a, auto b, auto y) {
+    return ctg::range(a.size() - 1, [=](auto i) { return y[i] = a[i] * b[i + 1]; });
+  });
+  std::vector<double> want(n, 0.0);
+  for (int j = 0; j < n; ++j) {
+    if (j + 1 < n) want[j] += seeds[j] * xs[j + 1];
+    if (j >= 1) want[j] += seeds[j - 1] * xs[j - 1];
+  }
+  y.grad().copy_from(seeds);
+  shifted(x, x, y);
+  shifted.grad(x, x, y);
+  check_close(x.grad().to_vector(), want, 1e-12);
+
+  x.zero_grad();
+  y.grad().copy_from(seeds);
+  shifted.value_and_grad(x, x, y);
+  check_close(x.grad().to_vector(), want, 1e-12);
+  CHECK(y.to_vector()[3] == doctest::Approx(xs[3] * xs[4]).epsilon(1e-14));
+
+  auto triple = ctg::kernel<"triple_product">([](auto a, auto b, auto c, auto y) {
+    return ctg::range(a.size(), [=](auto i) { return y[i] = a[i] * b[i] * c[i]; });
+  });
+  x.zero_grad();
+  y.grad().copy_from(seeds);
+  triple(x, x, x, y);
+  triple.grad(x, x, x, y);
+  for (int j = 0; j < n; ++j) want[j] = 3.0 * seeds[j] * xs[j] * xs[j];
+  check_close(x.grad().to_vector(), want, 1e-12);
+
+  ctg::field<double, 0, ctg::grad> loss({.name = "loss", .space = space});
+  auto dot_sin = ctg::kernel<"dot_sin">([](auto a, auto b, auto loss) {
+    return ctg::range(a.size(), [=](auto i) { return loss() += a[i] * ctg::sin(b[i]); });
+  });
+  auto twice = ctg::kernel<"twice_in_place">([](auto a) {
+    return ctg::range(a.size(), [=](auto i) { return a[i] = a[i] * 2.0; });
+  });
+  x.zero_grad();
+  {
+    ctg::tape tape(loss);
+    dot_sin(x, x, loss);
+    twice(x);
+    dot_sin(x, x, loss);
+    tape.backward();
+  }
+  for (int j = 0; j < n; ++j) {
+    double const v = xs[j];
+    want[j] = std::sin(v) + v * std::cos(v) + 2.0 * std::sin(2.0 * v) + 4.0 * v * std::cos(2.0 * v);
+  }
+  check_close(x.grad().to_vector(), want, 1e-12);
+
+  auto scale = ctg::kernel<"scale_into">([](auto a, auto b) {
+    return ctg::range(a.size(), [=](auto i) { return b[i] = 2.0 * a[i]; });
+  });
+  CHECK_THROWS_WITH_AS(scale.grad(x, x), doctest::Contains("CTG-AD-012"), ctg::autodiff_error);
+}
+
 // y = x^2, loss = sum y on a tape: backward() replays both adjoints, x.grad = 2 x.
 inline void tape_of_two_launches(ctg::memory_space space) {
   int const n = 256;
@@ -602,5 +672,6 @@ inline void tall_expression(ctg::memory_space space) {
   REGISTER(space, launch_errors, "errors: mixed spaces, a dropped statement, indices")                         \
   REGISTER(space, component_index_errors, "errors: component indices out of range, in every pass")            \
   REGISTER(space, tape_of_two_launches, "a tape records two launches and replays them")                        \
+  REGISTER(space, one_field_read_twice, "one field read under two and three names: their gradients add")      \
   REGISTER(space, value_and_gradient_in_one_sweep, "value_and_grad: values and gradients in one sweep")        \
   REGISTER(space, tall_expression, "a chain 42 levels tall: values and gradient by the chain rule")

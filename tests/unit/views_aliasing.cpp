@@ -37,6 +37,37 @@ TEST_CASE("the aliasing check sees through views of the same memory") {
   CHECK_THROWS_WITH_AS(copy.grad(owned, over), doctest::Contains("CTG-AD-012"), ctg::autodiff_error);
 }
 
+TEST_CASE("one field read under two names, or two views of it: the gradients add; a constant alias is refused") {
+  std::vector<particle> particles(3, particle{Eigen::Vector3d::Ones(), Eigen::Vector3d::Ones(), 1.0});
+  for (int i = 0; i < 3; ++i) particles[std::size_t(i)].x = Eigen::Vector3d(1.0 + i, -0.5 * i, 2.0);
+  ctg::field<double, 1, ctg::grad> out({3}, {.name = "out"});
+  auto dot = ctg::kernel<"dot">([](auto a, auto b, auto out) {
+    return ctg::range(a.size(), [=](auto i) { return out[i] = ctg::dot(a[i], b[i]); });
+  });
+  std::vector<double> const seeds{1.0, -2.0, 0.5};
+  // A strided view (a member of a struct array) passed twice: d(x.x)/dx = 2 x.
+  auto x = ctg::view_member<ctg::grad>(particles, &particle::x, {.name = "x"});
+  out.grad().copy_from(seeds);
+  dot.grad(x, x, out);
+  for (int i = 0; i < 3; ++i)
+    CHECK((x.grad().at(i) - 2.0 * seeds[std::size_t(i)] * particles[std::size_t(i)].x).norm() < 1e-14);
+  // Two views of the same memory are one storage with one gradient: both
+  // names read the whole derivative, 2 s x.
+  auto y = ctg::view_member<ctg::grad>(particles, &particle::x, {.name = "y"});
+  x.zero_grad();
+  out.grad().copy_from(seeds);
+  dot.grad(x, y, out);
+  for (int i = 0; i < 3; ++i) {
+    Eigen::Vector3d const want = 2.0 * seeds[std::size_t(i)] * particles[std::size_t(i)].x;
+    CHECK((x.grad().at(i) - want).norm() < 1e-14);
+    CHECK((y.grad().at(i) - want).norm() < 1e-14);
+  }
+  // The same memory as a constant under one name and differentiable under
+  // the other: the gradient through the constant would be lost.
+  auto constant = ctg::view_member(particles, &particle::x, {.name = "constant"});
+  CHECK_THROWS_WITH_AS(dot.grad(x, constant, out), doctest::Contains("CTG-AD-012"), ctg::autodiff_error);
+}
+
 // With the host-write checks (the unit tests' setting; the sanitizer build
 // turns them off with the index checks).
 #if CTG_HOST_WRITE_CHECKS
