@@ -48,7 +48,7 @@ constexpr bool settled_statement_v() {
     return is_statement_v<E>;
 }
 // A lowered node where a value belongs (a store's right-hand side, a let's
-// initial value): a statement there is CTG-EXPR-020, and a zero takes its
+// initial value, the condition of an if_ or a while_): a statement there is CTG-EXPR-020, and a zero takes its
 // place so that no second error follows. (A math node is a value; one with
 // a statement for an operand has been reported by its value type.)
 template <class N>
@@ -210,7 +210,7 @@ constexpr auto settle(op::loop<K, L, A, Site> const& op, detail::tuple<Kids...> 
 template <int Site, class C, class... S>
 constexpr auto settle(op::if_<Site> const& op, detail::tuple<C, S...> const& t) {
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    return rebuild(op, settle_self(detail::get<0>(t)), detail::get<Is + 1>(t)...);
+    return rebuild(op, settle_self(value_operand(detail::get<0>(t))), detail::get<Is + 1>(t)...);
   }(std::index_sequence_for<S...>{});
 }
 
@@ -691,7 +691,7 @@ constexpr auto lower(Ctx, node<op::while_<Site>, C, B> const& n) {
   using body_ctx = with_next_slot<Ctx, decltype(c)::next_slot>;
   auto b = lower(body_ctx{}, kid<1>(n));
   constexpr int next = decltype(b)::next_slot;
-  auto out = attach_site<next>(rebuild(n.op, settle_self(c.ir), b.ir));
+  auto out = attach_site<next>(rebuild(n.op, settle_self(value_operand(c.ir)), b.ir));
   return lowered<decltype(out), next + with_site<op::while_<Site>, next>::used>{out};
 }
 
