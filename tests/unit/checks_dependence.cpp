@@ -589,3 +589,107 @@ TEST_CASE("an index the types cannot follow is judged for parallel stores at eve
   k(out, x, perm, 0, 7);
   CHECK_THROWS_WITH_AS(k.grad(out, x, perm, 0, 7), doctest::Contains("CTG-AD-013"), ctg::autodiff_error);
 }
+
+// ---- guards: red-black sweeps ------------------------------------------------------------------------
+// A red-black Gauss-Seidel sweep updates the cells of one colour in place
+// from their four neighbours, which have the other: `if_((i + j) % 2 ==
+// colour, p(i, j) = ...)`. No iteration reads a cell another writes, which
+// the guard shows (two iterations that both take it have i + j of one
+// parity, and a neighbour's differs by one); a read of the same colour, or a
+// read outside the guard, is still CTG-AD-002.
+namespace red_black {
+
+using grid_t = ctg::field<double, 2, ctg::grad>;
+
+template <int Colour>
+constexpr auto sweep = ctg::kernel<"red_black_sweep">([](auto p, auto b) {
+  return ctg::ndrange(p.shape(0_c) - 2, p.shape(1_c) - 2, [=](auto i0, auto j0) {
+    auto const i = i0 + 1;
+    auto const j = j0 + 1;
+    return ctg::if_((i + j) % 2 == Colour,
+                    p(i, j) = 0.25 * (p(i - 1, j) + p(i + 1, j) + p(i, j - 1) + ctg::sin(p(i, j + 1)) - b(i, j)));
+  });
+});
+// The colour as an argument, and a second condition beside the parity.
+constexpr auto sweep_of = ctg::kernel<"red_black_sweep_of">([](auto p, auto b, int colour) {
+  return ctg::ndrange(p.shape(0_c) - 2, p.shape(1_c) - 2, [=](auto i0, auto j0) {
+    auto const i = i0 + 1;
+    auto const j = j0 + 1;
+    return ctg::if_(i > 0 && (i + j) % 2 == colour,
+                    p(i, j) = 0.25 * (p(i - 1, j) * p(i + 1, j) + p(i, j - 1) + p(i, j + 1) - b(i, j)));
+  });
+});
+// The diagonal neighbour has the same colour.
+constexpr auto same_colour = ctg::kernel<"same_colour">([](auto p, auto b) {
+  return ctg::ndrange(p.shape(0_c) - 2, p.shape(1_c) - 2, [=](auto i0, auto j0) {
+    auto const i = i0 + 1;
+    auto const j = j0 + 1;
+    return ctg::if_((i + j) % 2 == 0, p(i, j) = 0.5 * (p(i + 1, j + 1) + b(i, j)));
+  });
+});
+constexpr auto same_colour_of = ctg::kernel<"same_colour_of">([](auto p, auto b, int colour) {
+  return ctg::ndrange(p.shape(0_c) - 2, p.shape(1_c) - 2, [=](auto i0, auto j0) {
+    auto const i = i0 + 1;
+    auto const j = j0 + 1;
+    return ctg::if_((i + j) % 2 == colour, p(i, j) = 0.5 * (p(i - 1, j - 1) + b(i, j)));
+  });
+});
+// The read happens in every iteration, the write in half of them.
+constexpr auto read_outside = ctg::kernel<"read_outside">([](auto p, auto b) {
+  return ctg::ndrange(p.shape(0_c) - 2, p.shape(1_c) - 2, [=](auto i0, auto j0) {
+    auto const i = i0 + 1;
+    auto const j = j0 + 1;
+    return ctg::block(b(i, j) = p(i + 1, j), ctg::if_((i + j) % 2 == 0, p(i, j) = 2.0 * b(i, j)));
+  });
+});
+constexpr auto total = ctg::kernel<"total">([](auto p, auto loss) {
+  return ctg::ndrange(p.shape(0_c), p.shape(1_c), [=](auto i, auto j) { return loss() += p(i, j) * p(i, j); });
+});
+
+static_assert(report_of<decltype(sweep<0>), grid_t, grid_t>().ok());
+static_assert(report_of<decltype(sweep<1>), grid_t, grid_t>().ok());
+static_assert(report_of<decltype(sweep_of), grid_t, grid_t, int>().undecided > 0);
+static_assert(report_of<decltype(same_colour), grid_t, grid_t>().has(ctg::finding::cross_iteration_raw));
+static_assert(report_of<decltype(read_outside), grid_t, grid_t>().has(ctg::finding::cross_iteration_raw));
+
+}  // namespace red_black
+
+TEST_CASE("red-black sweeps: the parity guard keeps the colours apart, the gradient is exact") {
+  using namespace red_black;
+  int const n = 7;
+  grid_t p({n, n}, {.name = "p"}), b({n, n}, {.name = "b"});
+  scal_t loss({.name = "loss"});
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) b.at(i, j) = 0.1 * i - 0.03 * j * j + 0.2;
+  std::vector<double> start(std::size_t(n * n));
+  for (int k = 0; k < n * n; ++k) start[std::size_t(k)] = 0.05 * std::sin(1.3 * k);
+  auto restart = [&] {
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) p.at(i, j) = start[std::size_t(i * n + j)];
+    loss.at() = 0;
+  };
+  // Four sweeps in place, alternating colours, then the loss: the tape keeps
+  // what each sweep overwrites.
+  auto by_type = [&] {
+    restart();
+    sweep<0>(p, b);
+    sweep<1>(p, b);
+    sweep<0>(p, b);
+    sweep<1>(p, b);
+    total(p, loss);
+  };
+  CHECK(worst_error(by_type, loss, b) < 1e-6);
+  auto by_argument = [&] {
+    restart();
+    for (int s = 0; s < 4; ++s) sweep_of(p, b, s % 2);
+    total(p, loss);
+  };
+  CHECK(worst_error(by_argument, loss, b) < 1e-6);
+
+  // A sweep whose reads have its own colour is refused at launch.
+  restart();
+  {
+    ctg::tape tape(loss);
+    CHECK_THROWS_WITH_AS(same_colour_of(p, b, 0), doctest::Contains("CTG-AD-002"), ctg::autodiff_error);
+  }
+}

@@ -478,4 +478,94 @@ constexpr meeting may_meet(affine_form const* fa, affine_form const* fb, int ran
   return m;
 }
 
+// ---- guards: a branch taken by one residue class of iterations ---------------------------------------
+// An if_ whose condition is `g % m == r`, g an affine form of the loop
+// indices, m a number and r the same for the whole launch (a number, a
+// scalar argument): a red-black sweep's `(i + j) % 2 == color`. Two
+// iterations that both take it have g values congruent modulo m.
+struct congruence {
+  bool found = false;  // the condition has that shape
+  bool known = true;   // g's coefficients and m are known numbers
+  affine_form g;
+  long long m = 0;
+};
+
+template <class Args>
+struct guard_eval {
+  form_eval<Args> forms;
+
+  template <class C>
+  constexpr congruence operator()(C const* c) const {
+    return of(c);
+  }
+  template <class L, class R>
+  constexpr congruence of(ir::node<ir::op::math<ir::fn::eq>, L, R> const* c) const {
+    congruence k = residue_class(analysis::kid_ptr<0>(c), analysis::kid_ptr<1>(c));
+    return k.found ? k : residue_class(analysis::kid_ptr<1>(c), analysis::kid_ptr<0>(c));
+  }
+  // Either side of an `&&` that is such a condition holds too.
+  template <class L, class R>
+  constexpr congruence of(ir::node<ir::op::math<ir::fn::logical_and>, L, R> const* c) const {
+    congruence k = of(analysis::kid_ptr<0>(c));
+    return k.found ? k : of(analysis::kid_ptr<1>(c));
+  }
+  template <class C>
+  constexpr congruence of(C const*) const {
+    return {};
+  }
+
+  template <class G, class M, class R>
+  constexpr congruence residue_class(ir::node<ir::op::math<ir::fn::mod>, G, M> const* mod, R const* r) const {
+    affine_form const residue = forms(r);
+    if (!residue.invariant()) return {};
+    affine_form const g = forms(analysis::kid_ptr<0>(mod)), m = forms(analysis::kid_ptr<1>(mod));
+    if (!g.linear || !m.invariant()) return {};
+    congruence k;
+    k.found = true;
+    k.known = g.known && m.known;
+    k.g = g;
+    k.m = m.constant < 0 ? -m.constant : m.constant;
+    return k;
+  }
+  template <class E, class R>
+  constexpr congruence residue_class(E const*, R const*) const {
+    return {};
+  }
+};
+
+// Whether two accesses that both run under one guard `g % m == r` can touch
+// one element, decided from the guard: 1 proven apart, 0 not proven, -1 not
+// known here (numbers known only at launch). Where the indices pin each
+// loop index g uses (an axis indexed by c * index + constant in both, so
+// the two iterations' indices differ by a known amount), g differs between
+// the two iterations by a known D; both take the guard only if m divides D.
+constexpr int guard_apart(congruence const& k, affine_form const* fa, affine_form const* fb, int rank) {
+  if (!k.found) return 0;
+  if (!k.known) return -1;
+  if (k.m < 2) return 0;
+  long long difference = 0;
+  bool unknown = false;
+  for (int t = 0; t < k.g.count; ++t) {
+    bool pinned = false;
+    for (int a = 0; a < rank && !pinned; ++a) {
+      affine_form const& x = fa[a];
+      affine_form const& y = fb[a];
+      if (!x.linear || !y.linear) continue;
+      if (!x.known || !y.known) {
+        unknown = true;
+        continue;
+      }
+      if (x.count != 1 || y.count != 1 || x.level[0] != k.g.level[t] || x.axis[0] != k.g.axis[t] ||
+          y.level[0] != x.level[0] || y.axis[0] != x.axis[0] || y.coeff[0] != x.coeff[0])
+        continue;
+      long long const shift = y.constant - x.constant;  // c (x_index - y_index) on this axis
+      if (shift % x.coeff[0] != 0) return 1;            // no two indices give one element
+      difference += k.g.coeff[t] * (shift / x.coeff[0]);
+      pinned = true;
+    }
+    if (!pinned) return unknown ? -1 : 0;
+  }
+  return difference % k.m != 0 ? 1 : 0;
+}
+
 }  // namespace ctg::check

@@ -4,6 +4,7 @@
 // values inside it), the loop sites that enclose it within the offload body,
 // and, for loads, whether the reverse pass needs the loaded value.
 #pragma once
+#include <array>
 #include <type_traits>
 #include <utility>
 
@@ -292,6 +293,52 @@ struct exclusive_arms<Body, std::index_sequence<P...>, std::index_sequence<Q...>
 };
 template <class Body, class P, class Q>
 inline constexpr bool exclusive_arms_v = exclusive_arms<Body, P, Q>::value;
+
+// The if_ nodes whose then-arm holds both accesses (paths P and Q in Body):
+// the depths along the common part of the paths at which an if_ sits and
+// both go on into its kid 1. Both accesses run only where its condition
+// holds (check/dependence.hpp, guard_apart).
+template <class Op>
+inline constexpr bool is_if_op_v = false;
+template <int Site>
+inline constexpr bool is_if_op_v<op::if_<Site>> = true;
+template <class Body, class P, class Q>
+struct shared_guards {
+  static constexpr std::size_t count = 0;
+  static constexpr std::array<std::size_t, 1> depths{};
+};
+template <class Body, std::size_t... P, std::size_t... Q>
+struct shared_guards<Body, std::index_sequence<P...>, std::index_sequence<Q...>> {
+  static constexpr std::size_t common = parting(std::index_sequence<P...>{}, std::index_sequence<Q...>{});
+  template <class Is>
+  struct prefix;
+  template <std::size_t... Is>
+  struct prefix<std::index_sequence<Is...>> {
+    using type = std::index_sequence<path_at<P...>(Is)...>;
+    using condition = std::index_sequence<path_at<P...>(Is)..., 0>;
+  };
+  template <std::size_t N>
+  using prefix_t = typename prefix<std::make_index_sequence<N>>::type;
+  // The path to the condition of the if_ at depth N.
+  template <std::size_t N>
+  using condition_t = typename prefix<std::make_index_sequence<N>>::condition;
+  static constexpr std::array<bool, common + 1> guarded = []<std::size_t... Ns>(std::index_sequence<Ns...>) {
+    return std::array<bool, common + 1>{
+        (is_if_op_v<typename node_at_t<Body, prefix_t<Ns>>::op_type> && path_at<P...>(Ns) == 1)..., false};
+  }(std::make_index_sequence<common>{});
+  static constexpr std::size_t count = [] {
+    std::size_t n = 0;
+    for (bool g : guarded) n += g ? 1 : 0;
+    return n;
+  }();
+  static constexpr std::array<std::size_t, count + 1> depths = [] {
+    std::array<std::size_t, count + 1> out{};
+    std::size_t n = 0;
+    for (std::size_t d = 0; d < common; ++d)
+      if (guarded[d]) out[n++] = d;
+    return out;
+  }();
+};
 
 template <class Analysis, class Body>
 using events_t =

@@ -447,6 +447,32 @@ struct kernel_checks {
     return may_meet(fi, fj, rank, event_space<K, SI>(offs, args), event_space<K, SJ>(offs, args), cases, 2 * axes);
   }
 
+  // Whether an if_ whose then-arm holds both accesses (paths PA and PB of
+  // Body, index forms fa and fb) keeps them apart: 1 proven, 0 not, -1 not
+  // known before launch (check/dependence.hpp, guard_apart).
+  template <class Body, class PA, class PB>
+  static constexpr int guards_apart([[maybe_unused]] Body const* b, [[maybe_unused]] affine_form const* fa,
+                                    [[maybe_unused]] affine_form const* fb, [[maybe_unused]] int rank,
+                                    [[maybe_unused]] Args const* args) {
+    using guards = shared_guards<Body, PA, PB>;
+    if constexpr (guards::count == 0) {
+      return 0;
+    } else {
+      guard_eval<Args> const conditions{{args, written_params}};
+      int apart = 0;
+      [&]<std::size_t... Gs>(std::index_sequence<Gs...>) {
+        (
+            [&] {
+              using path = typename guards::template condition_t<guards::depths[Gs]>;
+              int const r = guard_apart(conditions(node_ptr<Body, path>(b)), fa, fb, rank);
+              apart = r > 0 || apart > 0 ? 1 : (r < 0 ? -1 : apart);
+            }(),
+            ...);
+      }(std::make_index_sequence<guards::count>{});
+      return apart;
+    }
+  }
+
   // ---- D2: cross-iteration read-after-write in parallel offload K --------------------------------
   // Event SI writes, event LJ reads the same differentiable field, anywhere in
   // the body (nested loops and funcs included): an error when some iteration
@@ -479,6 +505,9 @@ struct kernel_checks {
     }
     meeting const m = in_two_iterations<K, SI, LJ>(fs, fl, rank, offs, args);
     if (m.disjoint) return {verdict::ok, false};
+    int const guarded = guards_apart<body, typename SI::path, typename LJ::path>(b, fs, fl, rank, args);
+    if (guarded > 0) return {verdict::ok, false};
+    if (guarded < 0 && !at_launch) return {verdict::unknown, true};
     if (at_launch || !m.unknowns) return {verdict::error, false};
     auto const* loop = view<K>::loop_ptr(offload_ptr<K>(offs));
     verdict const v = d2_pair(s, l, loop, args);
