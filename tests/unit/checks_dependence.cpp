@@ -601,6 +601,7 @@ namespace red_black {
 
 using grid_t = ctg::field<double, 2, ctg::grad>;
 
+// [snippet: red_black]
 template <int Colour>
 constexpr auto sweep = ctg::kernel<"red_black_sweep">([](auto p, auto b) {
   return ctg::ndrange(p.shape(0_c) - 2, p.shape(1_c) - 2, [=](auto i0, auto j0) {
@@ -610,6 +611,7 @@ constexpr auto sweep = ctg::kernel<"red_black_sweep">([](auto p, auto b) {
                     p(i, j) = 0.25 * (p(i - 1, j) + p(i + 1, j) + p(i, j - 1) + ctg::sin(p(i, j + 1)) - b(i, j)));
   });
 });
+// [snippet end]
 // The colour as an argument, and a second condition beside the parity.
 constexpr auto sweep_of = ctg::kernel<"red_black_sweep_of">([](auto p, auto b, int colour) {
   return ctg::ndrange(p.shape(0_c) - 2, p.shape(1_c) - 2, [=](auto i0, auto j0) {

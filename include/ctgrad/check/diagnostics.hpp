@@ -327,6 +327,15 @@ struct misuse_diagnostic<ir::misuse<ir::misuse_kind::assigned_value, P, R, G>, W
   static constexpr bool raised = true;
 };
 
+#define CTG_IMPL_MSG_EXPR_010_VALUE \
+  "CTG-EXPR-010 a loop body must return a statement (a store, a block, a let, ...), not a value: store the "\
+  "value where it belongs, [=](auto i) { return y[i] = ...; }"
+template <int P, int R, int G, class W>
+struct misuse_diagnostic<ir::misuse<ir::misuse_kind::value_body, P, R, G>, W> {
+  static_assert(detail::dependent_false<W>, CTG_IMPL_DIAGNOSTIC_MESSAGE(CTG_IMPL_MSG_EXPR_010_VALUE, W));
+  static constexpr bool raised = true;
+};
+
 // The misuse as one compile error naming the kernel, the field parameter and
 // the funcs it sits in.
 template <detail::fixed_string Kernel, class Misuse, class Offloads, class Args>

@@ -24,6 +24,7 @@ enum class misuse_kind {
   index_count,     // f(i, ...) with another number of indices than the field's rank
   subscript_rank,  // f[i] on a field of rank > 1
   missing_return,  // a loop body that returns nothing (Param -1: no field)
+  value_body,      // a loop body that returns a value, not a statement (Param -1)
   assigned_value,  // =, +=, ... on a value: a func's argument, a loop index (Param -1)
 };
 

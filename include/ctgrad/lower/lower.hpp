@@ -435,6 +435,21 @@ constexpr auto lower(Ctx, node<Op, Kids...> const& n) {
   }
 }
 
+// Whether a loop body returned a value where its statement belongs (x[i],
+// x[i] * 2): a read or a settled expression whose value type is not void.
+// A body still holding a pending construct is lowered, and judged there.
+template <class B>
+constexpr bool returns_value() {
+  if constexpr (!dsl_statement<B>)
+    return true;
+  else if constexpr (!is_node_v<B> || holds_unsettled<B>::value)
+    return false;
+  else
+    return !is_statement_v<B>;
+}
+template <class B>
+inline constexpr bool returns_value_v = returns_value<B>();
+
 template <class Ctx, loop_kind K, int Axes, class F, class... Bounds>
 constexpr auto lower(Ctx, pending_loop<K, Axes, F, Bounds...> const& p) {
   constexpr int level = Ctx::level;
@@ -445,13 +460,14 @@ constexpr auto lower(Ctx, pending_loop<K, Axes, F, Bounds...> const& p) {
       // An empty statement marked as the mistake, reported at the launch
       // (ir/misuse.hpp): no second error follows.
       return node<op::func_scope<misuse<misuse_kind::missing_return, -1, 0, 0>>, node<op::block>>{};
+    } else if constexpr (returns_value_v<decltype(p.body(node<op::loop_index<Ctx::level, int(As)>>{}...))>) {
+      // A value (return x[i] * 2): marked, like a body that returns nothing.
+      return node<op::func_scope<misuse<misuse_kind::value_body, -1, 0, 0>>, node<op::block>>{};
     } else {
       note_taken_type<decltype(p.body(node<op::loop_index<Ctx::level, int(As)>>{}...))>();
       return p.body(node<op::loop_index<Ctx::level, int(As)>>{}...);
     }
   }(std::make_index_sequence<Axes>{});
-  static_assert(dsl_statement<decltype(body)>,
-                "CTG-EXPR-010 a loop body must return a statement (a store, a block, a let, ...)");
   using inner = lower_ctx<level + 1, after_bounds, typename Ctx::funcs, Ctx::binds_arguments>;
   auto lb = lower(inner{}, body);
   auto all = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
