@@ -731,6 +731,35 @@ class GridGen(Gen):
                 % (i, i, i, j, j, j, pb))
 
 
+    def parity_sweep(self):
+        """u updated in place on the cells where (a i + b j + c) % q == r, from
+        u at offsets whose cells are never in that class (a red-black sweep and
+        its kin), and from g: no iteration reads a cell another writes."""
+        rng = self.rng
+        i, j = self.fresh("r"), self.fresh("c")
+        while True:
+            q = rng.choice([2, 2, 3, 4])
+            a, b, c = rng.randint(1, 3), rng.randint(0, 3), rng.randint(0, 2)
+            offsets = [(di, dj) for di in range(-2, 3) for dj in range(-2, 3) if (a * di + b * dj) % q != 0]
+            if offsets:
+                break
+        r = rng.randrange(q)
+        leaves = [("g(%s, %s)" % (i, j), "st.G(%s, %s)" % (i, j))]
+        for di, dj in rng.sample(offsets, min(len(offsets), rng.randint(1, 4))):
+            ii, jj = "%s + (%d)" % (i, di), "%s + (%d)" % (j, dj)
+            inside = "%s >= 0 && %s < ny && %s >= 0 && %s < nx" % (ii, ii, jj, jj)
+            plain_inside = inside.replace("ny", "st.ny").replace("nx", "st.nx")
+            leaves += [("ctg::select(%s, u(%s, %s), 0.25)" % (inside, ii, jj),
+                        "(%s ? st.U(%s, %s) : 0.25)" % (plain_inside, ii, jj))] * 2
+        sc = Scope(index=i, extra=leaves)
+        value = operand(rng, sc, rng.randint(1, 3))
+        guard = "(%d * %s + %d * %s + %d) %% %d == %d" % (a, i, b, j, c, q, r)
+        return ("ctg::ndrange(ny, nx, [=](auto %s, auto %s) { return ctg::if_(%s, u(%s, %s) = %s); })"
+                % (i, j, guard, i, j, value[0]),
+                "for (int %s = 0; %s < st.ny; ++%s) for (int %s = 0; %s < st.nx; ++%s) { if (%s) st.U(%s, %s) = %s; }"
+                % (i, i, i, j, j, j, guard, i, j, value[1]))
+
+
 def make_grid(case_id, seed):
     rng = random.Random(seed)
     g = GridGen(rng)
@@ -738,6 +767,9 @@ def make_grid(case_id, seed):
     two = rng.random() < 0.6
     offloads = [g.grid_offload(writes_u=two, reads_u=False)]
     if two:
+        # Sometimes a sweep of u in place between writing it and reading it.
+        if rng.random() < 0.4:
+            offloads.append(g.parity_sweep())
         offloads.append(g.grid_offload(writes_u=False, reads_u=True))
     kb, pb = block_of(offloads)
     options = adstack_option(g)
