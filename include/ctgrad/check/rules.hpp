@@ -451,26 +451,28 @@ struct kernel_checks {
   // Body, index forms fa and fb) keeps them apart: 1 proven, 0 not, -1 not
   // known before launch (check/dependence.hpp, guard_apart).
   template <class Body, class PA, class PB>
-  static constexpr int guards_apart([[maybe_unused]] Body const* b, [[maybe_unused]] affine_form const* fa,
-                                    [[maybe_unused]] affine_form const* fb, [[maybe_unused]] int rank,
-                                    [[maybe_unused]] Args const* args) {
+  static constexpr int guards_apart(Body const* b, affine_form const* fa, affine_form const* fb, int rank,
+                                    Args const* args) {
     using guards = shared_guards<Body, PA, PB>;
-    if constexpr (guards::count == 0) {
+    if constexpr (guards::count == 0)
       return 0;
-    } else {
-      guard_eval<Args> const conditions{{args, written_params}};
-      int apart = 0;
-      [&]<std::size_t... Gs>(std::index_sequence<Gs...>) {
-        (
-            [&] {
-              using path = typename guards::template condition_t<guards::depths[Gs]>;
-              int const r = guard_apart(conditions(node_ptr<Body, path>(b)), fa, fb, rank);
-              apart = r > 0 || apart > 0 ? 1 : (r < 0 ? -1 : apart);
-            }(),
-            ...);
-      }(std::make_index_sequence<guards::count>{});
-      return apart;
-    }
+    else
+      return guards_apart_in<Body, guards>(std::make_index_sequence<guards::count>{}, b, fa, fb, rank, args);
+  }
+  template <class Body, class Guards, std::size_t... Gs>
+  static constexpr int guards_apart_in(std::index_sequence<Gs...>, Body const* b, affine_form const* fa,
+                                       affine_form const* fb, int rank, Args const* args) {
+    int const each[] = {guard_apart_at<Body, Guards, Gs>(b, fa, fb, rank, args)...};
+    int apart = 0;
+    for (int r : each) apart = r > 0 || apart > 0 ? 1 : (r < 0 ? -1 : apart);
+    return apart;
+  }
+  template <class Body, class Guards, std::size_t G>
+  static constexpr int guard_apart_at(Body const* b, affine_form const* fa, affine_form const* fb, int rank,
+                                      Args const* args) {
+    using path = typename Guards::template condition_t<Guards::depths[G]>;
+    guard_eval<Args> const conditions{{args, written_params}};
+    return guard_apart(conditions(node_ptr<Body, path>(b)), fa, fb, rank);
   }
 
   // ---- D2: cross-iteration read-after-write in parallel offload K --------------------------------
