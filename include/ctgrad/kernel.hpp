@@ -130,6 +130,9 @@ struct storage_use {
   element_layout layout{};
   bool grad = false;
   bool written = false;
+  // Whether the launch can give it a gradient buffer of its own, as the
+  // later name of a field read twice (kernel_t::repeatable_reads).
+  bool repeatable = false;
 };
 template <class A>
 storage_use storage_use_of(A const& a) {
@@ -142,13 +145,16 @@ storage_use storage_use_of(A const& a) {
 inline bool storages_meet(storage_use const& a, storage_use const& b) {
   return a.id && b.id && (a.id == b.id || layouts_overlap(a.id, a.layout, b.id, b.layout));
 }
-// Whether two arguments are one field read under two names (dot(x, x)):
-// the same elements, a gradient under both names, written under neither.
-// The checks and the adjoint see two read-only parameters, which is what
-// they are; the launch gives the second name a gradient buffer of its own
-// and adds it in after (kernel_t::launch), so both shares count.
-inline bool read_twice(storage_use const& a, storage_use const& b) {
-  return a.id && a.id == b.id && a.layout == b.layout && a.grad && b.grad && !a.written && !b.written;
+// Whether two arguments, `later` after `first`, are one field read under
+// two names (dot(x, x)): the same elements, a gradient under both names,
+// written under neither, and a gradient buffer of its own for the later
+// name. The checks and the adjoint see two read-only parameters, which is
+// what they are; the launch gives the later name that buffer and adds it in
+// after (kernel_t::launch), so both shares count and never meet in one
+// buffer during the launch.
+inline bool read_twice(storage_use const& first, storage_use const& later) {
+  return first.id && first.id == later.id && first.layout == later.layout && first.grad && later.grad &&
+         !first.written && !later.written && later.repeatable;
 }
 // The first two arguments whose elements meet, where `matters` holds for
 // one of them, and that are not one field read twice: their positions, or
@@ -576,7 +582,11 @@ class kernel_t {
   static std::array<detail::storage_use, sizeof...(A)> storage_uses(A const&... args) {
     std::array<detail::storage_use, sizeof...(A)> used{detail::storage_use_of(args)...};
     constexpr unsigned long long written = written_params<A...>();
-    for (std::size_t i = 0; i < sizeof...(A); ++i) used[i].written = (written & ir::param_bit(int(i))) != 0;
+    constexpr unsigned long long repeatable = repeatable_reads<A...>();
+    for (std::size_t i = 0; i < sizeof...(A); ++i) {
+      used[i].written = (written & ir::param_bit(int(i))) != 0;
+      used[i].repeatable = (repeatable & ir::param_bit(int(i))) != 0;
+    }
     return used;
   }
 

@@ -653,6 +653,14 @@ static_assert(report_of<decltype(sweep<1>), grid_t, grid_t>().ok());
 static_assert(report_of<decltype(sweep_of), grid_t, grid_t, int>().undecided > 0);
 static_assert(report_of<decltype(same_colour), grid_t, grid_t>().has(ctg::finding::cross_iteration_raw));
 static_assert(report_of<decltype(read_outside), grid_t, grid_t>().has(ctg::finding::cross_iteration_raw));
+// An unsigned g wraps: at i = 0, (i - 1) % 3 is (2^32 - 1) % 3 = 0, as at i = 1,
+// so iteration 0 reads x[1], which iteration 1 writes.
+constexpr auto unsigned_guard = ctg::kernel<"unsigned_guard">([](auto x) {
+  return ctg::range(x.size() - 1, [=](auto i) {
+    return ctg::if_((ctg::cast<unsigned>(i) - 1u) % 3u == 0u, x[i] = ctg::sin(x[i + 1]));
+  });
+});
+static_assert(report_of<decltype(unsigned_guard), vec_t>().has(ctg::finding::cross_iteration_raw));
 
 }  // namespace red_black
 

@@ -66,6 +66,26 @@ TEST_CASE("one field read under two names, or two views of it: the gradients add
   // the other: the gradient through the constant would be lost.
   auto constant = ctg::view_member(particles, &particle::x, {.name = "constant"});
   CHECK_THROWS_WITH_AS(dot.grad(x, constant, out), doctest::Contains("CTG-AD-012"), ctg::autodiff_error);
+  // One storage under two handle types (packed and strided, the same
+  // layout): the launch gives a later name a buffer of its own only where
+  // the types match, so this pair is refused rather than left to add into
+  // one buffer under two names.
+  std::vector<double> memory{0.5, -1.0, 2.0, 0.25};
+  auto packed = ctg::view<ctg::grad>(memory.data(), {4}, {.name = "packed"});
+  auto strided = ctg::strided_view<ctg::grad>(memory.data(), {4}, {std::int64_t(sizeof(double))}, {.name = "strided"});
+  ctg::field<double, 1, ctg::grad> product({4}, {.name = "product"});
+  auto mirrored = ctg::kernel<"mirrored">([](auto a, auto b, auto out) {
+    return ctg::range(out.size(), [=](auto i) { return out[i] = a[i] * b[3 - i]; });
+  });
+  CHECK_THROWS_WITH_AS(mirrored.grad(packed, strided, product), doctest::Contains("CTG-AD-012"), ctg::autodiff_error);
+  // The same handle type twice: the gradients add,
+  // d(sum s_i a_i a_(3-i))/da_j = (s_j + s_(3-j)) a_(3-j).
+  std::vector<double> const s{1.0, 2.0, -0.5, 4.0};
+  product.grad().copy_from(s);
+  mirrored.grad(packed, packed, product);
+  for (int j = 0; j < 4; ++j)
+    CHECK(packed.grad().at(j) ==
+          doctest::Approx((s[std::size_t(j)] + s[std::size_t(3 - j)]) * memory[std::size_t(3 - j)]));
 }
 
 // With the host-write checks (the unit tests' setting; the sanitizer build

@@ -514,8 +514,11 @@ struct guard_eval {
     return {};
   }
 
+  // Signed arithmetic only: an unsigned g that wraps around is no longer
+  // congruent to its affine form (cast<unsigned>(i) - 1 is 2^32 - 1 at 0).
   template <class G, class M, class R>
   constexpr congruence residue_class(ir::node<ir::op::math<ir::fn::mod>, G, M> const* mod, R const* r) const {
+    if constexpr (!std::is_signed_v<ir::value_t<ir::node<ir::op::math<ir::fn::mod>, G, M>>>) return {};
     affine_form const residue = forms(r);
     if (!residue.invariant()) return {};
     affine_form const g = forms(analysis::kid_ptr<0>(mod)), m = forms(analysis::kid_ptr<1>(mod));
