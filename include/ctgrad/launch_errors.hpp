@@ -151,10 +151,11 @@ CTG_RUNTIME_INLINE void raise_shared_storage(std::string_view kernel, int p, int
   throw autodiff_error(kernel_prefix(kernel) + ": CTG-AD-012 " + describe_param(p, args) + " and " +
                        describe_param(q, args) +
                        " share one storage (or views of overlapping memory) that the kernel writes, or that has a "
-                       "gradient under one name and not the other or is laid out otherwise under each; the "
+                       "gradient under one name and not the other, or another layout or handle type under each; the "
                        "adjoint would mix their gradients or lose one, or take a value written under one name for "
-                       "unchanged under the other (a field only read under both names is fine: its gradients "
-                       "add). Pass the field once, or copy it (clone) into a second field");
+                       "unchanged under the other (a field only read under both names, through handles of one "
+                       "type, is fine: its gradients add). Pass the field once, or copy it (clone) into a second "
+                       "field");
 }
 
 CTG_RUNTIME_INLINE void raise_changed_since_forward(std::string_view kernel, int which, launch_args args) {

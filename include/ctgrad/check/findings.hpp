@@ -59,9 +59,10 @@
 
 #define CTG_IMPL_MSG_AD_012 \
   "CTG-AD-012 two parameters share one storage that the kernel writes, or that has a gradient under one "\
-  "name and not the other or is laid out otherwise under each; the adjoint would mix their gradients or lose "\
+  "name and not the other, or another layout or handle type under each; the adjoint would mix their gradients or lose "\
   "one, or the checks take a value written under one name for unchanged under the other. A field only read "\
-  "under both names is fine. Fix: pass the field once, or copy it (clone) into a second field"
+  "under both names, through handles of one type, is fine. Fix: pass the field once, or copy it (clone) into a "\
+  "second field"
 
 #define CTG_IMPL_MSG_AD_013 \
   "CTG-AD-013 two iterations of a parallel loop store into the same element of a differentiable field: "\
