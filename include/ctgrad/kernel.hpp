@@ -74,6 +74,15 @@ inline constexpr bool has_grad_arg = false;
 template <class T, int R, flags F>
 inline constexpr bool has_grad_arg<field<T, R, F>> = has_flag(F, flags::grad);
 
+// Whether a launch can bind a gradient buffer of its own to an argument of
+// this type (kernel_t::share_repeated_gradients): a ctg::field with a
+// gradient, bound as its own view. (A decomposed field, ctgrad/mpi, binds
+// a block view, and is not.)
+template <class T>
+inline constexpr bool takes_gradient_share = false;
+template <class T, int R, flags F>
+inline constexpr bool takes_gradient_share<field<T, R, F>> = has_flag(F, flags::grad);
+
 // Which memory space the launch runs in; all field arguments must agree.
 template <class T>
 std::string name_erased(void const* f) {
@@ -592,7 +601,8 @@ class kernel_t {
 
   // The arguments that may repeat an earlier one as one field read twice
   // (detail::read_twice), from the types: a field with a gradient that the
-  // kernel does not write, of the same type as an earlier argument.
+  // kernel does not write (detail::takes_gradient_share), of the same type
+  // as an earlier argument.
   template <class... A>
   static constexpr unsigned long long repeatable_reads() {
     if constexpr (sizeof...(A) < 2) {
@@ -600,7 +610,7 @@ class kernel_t {
     } else {
       constexpr unsigned long long written = written_params<A...>();
       constexpr std::size_t first_of_type[] = {detail::first_position_of<A, A...>()...};
-      constexpr bool readable[] = {detail::has_grad_arg<A>...};
+      constexpr bool readable[] = {detail::takes_gradient_share<A>...};
       unsigned long long out = 0;
       for (std::size_t q = 1; q < sizeof...(A) && q < 64; ++q)
         if (readable[q] && first_of_type[q] < q && (written & ir::param_bit(int(q))) == 0)
