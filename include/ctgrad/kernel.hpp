@@ -621,15 +621,16 @@ class kernel_t {
   // Binds a gradient buffer of its own to each argument that repeats an
   // earlier one as one field read twice; returns what adds those buffers
   // into the field's gradient once the launch has run.
-  template <unsigned long long Repeatable, class Bound, class... A>
+  template <class Bound, class... A>
   static std::vector<std::function<void()>> share_repeated_gradients(Bound& bound, A const&... args) {
+    constexpr unsigned long long repeatable = repeatable_reads<A...>();
     std::vector<std::function<void()>> add_shares;
     auto const used = storage_uses(args...);
     auto const all = std::tie(args...);
     [&]<std::size_t... Q>(std::index_sequence<Q...>) {
       (
           [&] {
-            if constexpr ((Repeatable & ir::param_bit(int(Q))) != 0) {
+            if constexpr ((repeatable & ir::param_bit(int(Q))) != 0) {
               if (detail::read_twin_of(used, Q) >= 0) {
                 auto const& a = std::get<Q>(all);
                 auto share = a.gradient_share();
@@ -973,7 +974,7 @@ class kernel_t {
     }();
     [[maybe_unused]] auto const add_shares = [&] {
       if constexpr (repeatable != 0)
-        return share_repeated_gradients<repeatable>(bound, args...);
+        return share_repeated_gradients(bound, args...);
       else
         return 0;
     }();

@@ -298,15 +298,8 @@ inline constexpr bool exclusive_arms_v = exclusive_arms<Body, P, Q>::value;
 // the depths along the common part of the paths at which an if_ sits and
 // both go on into its kid 1. Both accesses run only where its condition
 // holds (check/dependence.hpp, guard_apart).
-template <class Op>
-inline constexpr bool is_if_op_v = false;
-template <int Site>
-inline constexpr bool is_if_op_v<op::if_<Site>> = true;
 template <class Body, class P, class Q>
-struct shared_guards {
-  static constexpr std::size_t count = 0;
-  static constexpr std::array<std::size_t, 1> depths{};
-};
+struct shared_guards;
 template <class Body, std::size_t... P, std::size_t... Q>
 struct shared_guards<Body, std::index_sequence<P...>, std::index_sequence<Q...>> {
   static constexpr std::size_t common = parting(std::index_sequence<P...>{}, std::index_sequence<Q...>{});
@@ -324,7 +317,7 @@ struct shared_guards<Body, std::index_sequence<P...>, std::index_sequence<Q...>>
   using condition_t = typename prefix<std::make_index_sequence<N>>::condition;
   static constexpr std::array<bool, common + 1> guarded = []<std::size_t... Ns>(std::index_sequence<Ns...>) {
     return std::array<bool, common + 1>{
-        (is_if_op_v<typename node_at_t<Body, prefix_t<Ns>>::op_type> && path_at<P...>(Ns) == 1)..., false};
+        (is_if_op<typename node_at_t<Body, prefix_t<Ns>>::op_type> && path_at<P...>(Ns) == 1)..., false};
   }(std::make_index_sequence<common>{});
   static constexpr std::size_t count = [] {
     std::size_t n = 0;

@@ -48,19 +48,23 @@ constexpr bool settled_statement_v() {
     return is_statement_v<E>;
 }
 // A lowered node where a value belongs (a store's right-hand side, a let's
-// initial value, the condition of an if_ or a while_): a statement there is CTG-EXPR-020, and a zero takes its
-// place so that no second error follows. (A math node is a value; one with
-// a statement for an operand has been reported by its value type.)
+// initial value, the condition of an if_ or a while_): a statement there is
+// CTG-EXPR-020, and a zero takes its place so that no second error follows.
+// (A math node is a value; one with a statement for an operand has been
+// reported by its value type.)
 template <class N>
 constexpr auto value_operand(N const& n) {
-  if constexpr (is_math_op<typename N::op_type>) {
-    return n;
-  } else if constexpr (is_statement_v<N>) {
+  if constexpr (!is_math_op<typename N::op_type> && is_statement_v<N>) {
     static_assert(detail::dependent_false<N>, CTG_IMPL_MSG_EXPR_020);
     return node<op::literal<double>>{{0.0}, {}};
   } else {
     return n;
   }
+}
+// A value operand settled on its own (a condition, a let's initial value).
+template <class N>
+constexpr auto settle_value(N const& n) {
+  return settle_self(value_operand(n));
 }
 // What settle() checks of indices and components (also read by
 // lowers_as_is, below): an index is an integer expression, a component
@@ -210,7 +214,7 @@ constexpr auto settle(op::loop<K, L, A, Site> const& op, detail::tuple<Kids...> 
 template <int Site, class C, class... S>
 constexpr auto settle(op::if_<Site> const& op, detail::tuple<C, S...> const& t) {
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    return rebuild(op, settle_self(value_operand(detail::get<0>(t))), detail::get<Is + 1>(t)...);
+    return rebuild(op, settle_value(detail::get<0>(t)), detail::get<Is + 1>(t)...);
   }(std::index_sequence_for<S...>{});
 }
 
@@ -519,7 +523,7 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
   auto r = lower_seq<Ctx>(p.inits);
   constexpr int first = decltype(r)::next_slot;
   auto inits = [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    return detail::make_tuple(settle_self(value_operand(detail::get<Is>(r.ir)))...);
+    return detail::make_tuple(settle_value(detail::get<Is>(r.ir))...);
   }(std::index_sequence_for<Inits...>{});
   using init_tuple = decltype(inits);
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
@@ -707,7 +711,7 @@ constexpr auto lower(Ctx, node<op::while_<Site>, C, B> const& n) {
   using body_ctx = with_next_slot<Ctx, decltype(c)::next_slot>;
   auto b = lower(body_ctx{}, kid<1>(n));
   constexpr int next = decltype(b)::next_slot;
-  auto out = attach_site<next>(rebuild(n.op, settle_self(value_operand(c.ir)), b.ir));
+  auto out = attach_site<next>(rebuild(n.op, settle_value(c.ir), b.ir));
   return lowered<decltype(out), next + with_site<op::while_<Site>, next>::used>{out};
 }
 
