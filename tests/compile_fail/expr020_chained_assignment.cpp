@@ -1,9 +1,10 @@
 // CTG-EXPR-020: a chained assignment, the C++ habit `a = b = value`. A
 // kernel store is a statement and has no value, so the outer store had
 // nothing to store: "invalid use of void expression" deep in the forward
-// evaluator, without an ID. The control writes the two stores as two
-// statements of a block.
-// expected-lines {{45}}
+// evaluator, without an ID; now one error at the launch. The control
+// writes the two stores as two statements of a block.
+// expected-kernel {{double_twice}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

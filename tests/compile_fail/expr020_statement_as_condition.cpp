@@ -1,8 +1,9 @@
 // CTG-EXPR-020: a store as an if_'s condition, meaning "set y[i] and branch
 // on it", as C's `if (y = x)`. The condition's type was void: 41 lines of
-// g++ errors from the evaluators, none with an ID. The control stores first
-// and branches on the value read again.
-// expected-lines {{45}}
+// g++ errors from the evaluators, none with an ID; now one error at the
+// launch. The control stores first and branches on the value read again.
+// expected-kernel {{branch_on_copy}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

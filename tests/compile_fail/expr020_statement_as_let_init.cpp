@@ -1,8 +1,10 @@
 // CTG-EXPR-020: a store as a let's initial value, meaning "a local that is
 // x[i], and y[i] set to it". The local's type was void: 311 lines of errors
-// from the checks and the evaluators, none with an ID. The control starts
-// the local from x[i] and writes y[i] as a statement.
-// expected-lines {{45}}
+// from the checks and the evaluators, none with an ID; now one error at
+// the launch. The control starts the local from x[i] and writes y[i] as a
+// statement.
+// expected-kernel {{copy_then_square}}
+// expected-lines {{12}}
 #include <ctgrad/ctgrad.hpp>
 
 int main() {

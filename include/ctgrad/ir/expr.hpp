@@ -515,8 +515,8 @@ template <int R, int C, dsl_operand... A>
 // ---- value types of expression nodes ------------------------------------------
 template <class Fn, class... Kids>
 struct value_of<node<op::math<Fn>, Kids...>> {
-  static_assert(!(is_statement_v<Kids> || ...), CTG_IMPL_MSG_EXPR_020);
-  // A double in a statement's place: the error above, and none after it.
+  // A double in a statement's place: lowering replaces the node and the
+  // launch reports it (CTG-EXPR-020, ir/misuse.hpp); no error before that.
   using type = fn::result_t<Fn, std::conditional_t<is_statement_v<Kids>, double, value_t<Kids>>...>;
 };
 // Whether a component index that is a compile-time constant (N_c, a

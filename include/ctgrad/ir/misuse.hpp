@@ -26,6 +26,7 @@ enum class misuse_kind {
   missing_return,  // a loop body that returns nothing (Param -1: no field)
   value_body,      // a loop body that returns a value, not a statement (Param -1)
   assigned_value,  // =, +=, ... on a value: a func's argument, a loop index (Param -1)
+  statement_value,  // a statement where a value belongs: an operand, a condition, a stored value (Param -1)
 };
 
 // The name of the func scope that marks a misuse: Param is the kernel
@@ -80,6 +81,20 @@ constexpr assigned_value_statement assignment_to_value() {
   note_built({statement_kind::assigned_value});
   return {};
 }
+
+// A statement where a value belongs: an operand, the right-hand side of a
+// store (a chained assignment), a let's initial value, a cast's operand, a
+// condition. Raised by the launch (check/diagnostics.hpp).
+#define CTG_IMPL_MSG_EXPR_020                                                                                     \
+  "CTG-EXPR-020 a statement (a store x[i] = ..., an accumulation +=, a loop, a block) used as a value: kernel " \
+  "assignments do not chain and have no value. Fix: write each store as a statement of its own in "         \
+  "ctg::block(...), and use a stored value by reading the element again or through a ctg::let local"
+
+// What lowering puts where a statement stood in a value's place (CTG-EXPR-020):
+// a zero of the value's type, marked as the mistake, so that every pass sees
+// a value there and the launch prints one error.
+template <class T>
+using statement_value_stand_in = node<op::func_scope<misuse<misuse_kind::statement_value, -1, 0, 0>>, node<op::literal<T>>>;
 
 // Every assignment operator of a node builds that statement.
 #define CTG_IMPL_ASSIGNMENT_TO_VALUE(OP)                                      \

@@ -426,16 +426,8 @@ template <int I, int A>
 struct value_of<node<op::extent<I, A>>> {
   using type = int;
 };
-// A statement where a value belongs: an operand, the right-hand side of a
-// store (a chained assignment), a let's initial value, a cast's operand, a
-// condition.
-#define CTG_IMPL_MSG_EXPR_020                                                                                     \
-  "CTG-EXPR-020 a statement (a store x[i] = ..., an accumulation +=, a loop, a block) used as a value: kernel " \
-  "assignments do not chain and have no value. Fix: write each store as a statement of its own in "         \
-  "ctg::block(...), and use a stored value by reading the element again or through a ctg::let local"
 template <class T, class K>
 struct value_of<node<op::cast<T>, K>> {
-  static_assert(!std::is_void_v<value_t<K>>, CTG_IMPL_MSG_EXPR_020);
   using type = T;
 };
 template <class K>
@@ -444,7 +436,6 @@ struct value_of<node<op::stop_grad, K>> {
 };
 template <class C, class A, class B>
 struct value_of<node<op::select, C, A, B>> {
-  static_assert(!std::is_void_v<value_t<C>>, CTG_IMPL_MSG_EXPR_020);
   using type = std::common_type_t<value_t<A>, value_t<B>>;
 };
 template <class Name, class K>

@@ -49,14 +49,12 @@ constexpr bool settled_statement_v() {
 }
 // A lowered node where a value belongs (a store's right-hand side, a let's
 // initial value, the condition of an if_ or a while_): a statement there is
-// CTG-EXPR-020, and a zero takes its place so that no second error follows.
-// (A math node is a value; one with a statement for an operand has been
-// reported by its value type.)
-template <class N>
+// CTG-EXPR-020, and a zero of type T marked as the mistake takes its place,
+// so that the launch reports it once (ir/misuse.hpp).
+template <class T = double, class N>
 constexpr auto value_operand(N const& n) {
-  if constexpr (!is_math_op<typename N::op_type> && is_statement_v<N>) {
-    static_assert(detail::dependent_false<N>, CTG_IMPL_MSG_EXPR_020);
-    return node<op::literal<double>>{{0.0}, {}};
+  if constexpr (is_statement_v<N>) {
+    return statement_value_stand_in<T>{};
   } else {
     return n;
   }
@@ -66,6 +64,23 @@ template <class N>
 constexpr auto settle_value(N const& n) {
   return settle_self(value_operand(n));
 }
+// Whether an operation that computes a value from its operands (a math
+// function, a cast, a select's condition) was given a statement as one:
+// CTG-EXPR-020, the whole node then replaced like a value operand above.
+template <class Op, class Kids>
+struct node_of;
+template <class Op, class... K>
+struct node_of<Op, detail::tuple<K...>> {
+  using type = node<Op, K...>;
+};
+template <class Op, class Kids>
+inline constexpr bool statement_operand_v = false;
+template <class Fn, class... K>
+inline constexpr bool statement_operand_v<op::math<Fn>, detail::tuple<K...>> = (is_statement_v<K> || ...);
+template <class T, class K>
+inline constexpr bool statement_operand_v<op::cast<T>, detail::tuple<K>> = is_statement_v<K>;
+template <class C, class A, class B>
+inline constexpr bool statement_operand_v<op::select, detail::tuple<C, A, B>> = is_statement_v<C>;
 // What settle() checks of indices and components (also read by
 // lowers_as_is, below): an index is an integer expression, a component
 // access has one or two indices into a fixed-size matrix.
@@ -171,7 +186,7 @@ constexpr auto settle(op::cast<T> const& op, detail::tuple<K> const& t) {
 
 template <class L, class E>
 constexpr auto settle_write(L const&, E const& rhs) {
-  return settle_against<value_t<L>>(value_operand(rhs));
+  return settle_against<value_t<L>>(value_operand<value_t<L>>(rhs));
 }
 template <class L, class E>
 constexpr auto settle(op::store const& op, detail::tuple<L, E> const& t) {
@@ -345,12 +360,13 @@ constexpr auto select_as_branches(node<op::select, C, A, B> const& s) {
 template <class Ctx, class Op, class Kids>
 constexpr auto finish_lowering(Op const& op, Kids const& kids) {
   constexpr int next = Ctx::next_slot;
-  auto settled = settle(op, kids);
-  using S = decltype(settled);
-  if constexpr (is_branching_select_v<S>) {
-    return select_as_branches<next>(settled);
+  if constexpr (statement_operand_v<Op, Kids>) {
+    using stand_in = statement_value_stand_in<value_t<typename node_of<Op, Kids>::type>>;
+    return lowered<stand_in, next>{stand_in{}};
+  } else if constexpr (is_branching_select_v<decltype(settle(op, kids))>) {
+    return select_as_branches<next>(settle(op, kids));
   } else {
-    auto out = attach_site<next>(settled);
+    auto out = attach_site<next>(settle(op, kids));
     return lowered<decltype(out), next + with_site<Op, next>::used>{out};
   }
 }
@@ -361,7 +377,8 @@ constexpr auto finish_lowering(Op const& op, Kids const& kids) {
 // is returned whole instead of rebuilt node by node, which instantiated
 // some ten functions per node (lower, settle, rebuild, attach_site, the
 // tuples'), each named after the node's subtree. Only the operations below
-// qualify; any other is lowered as usual.
+// qualify (math, casts and selects: value_op_lowers_as_is, after them); any
+// other is lowered as usual.
 template <class Op, class... K>
 inline constexpr bool settles_as_is_v = false;
 template <class T>
@@ -374,14 +391,8 @@ template <int S, class T>
 inline constexpr bool settles_as_is_v<op::local<S, T>> = true;
 template <int I, int A>
 inline constexpr bool settles_as_is_v<op::extent<I, A>> = true;
-template <class Fn, class... K>
-inline constexpr bool settles_as_is_v<op::math<Fn>, K...> = true;
 template <class N, class F, class... K>
 inline constexpr bool settles_as_is_v<op::custom<N, F>, K...> = true;
-template <class T, class K>
-inline constexpr bool settles_as_is_v<op::cast<T>, K> = true;
-template <class C, class A, class B>
-inline constexpr bool settles_as_is_v<op::select, C, A, B> = true;
 template <class K>
 inline constexpr bool settles_as_is_v<op::stop_grad, K> = true;
 template <int R, int C, class... K>
@@ -404,6 +415,21 @@ template <class N>
 struct lowers_as_is : std::bool_constant<!holds_unsettled<N>::value> {};  // plain values pass through; pending ones lower
 template <class Op, class... K>
 struct lowers_as_is<node<Op, K...>> : std::bool_constant<(lowers_as_is<K>::value && ...) && settles_as_is_v<Op, K...>> {};
+// An operation computing a value from its operands lowers as it is unless a
+// statement stands among them (statement_operand_v, CTG-EXPR-020); asked
+// only once the operands lower as they are, so that no value type is taken
+// of a subtree that still holds a pending construct.
+template <bool OperandsAsIs, class Op, class... K>
+struct value_op_lowers_as_is : std::false_type {};
+template <class Op, class... K>
+struct value_op_lowers_as_is<true, Op, K...> : std::bool_constant<!statement_operand_v<Op, detail::tuple<K...>>> {};
+template <class Fn, class... K>
+struct lowers_as_is<node<op::math<Fn>, K...>> : value_op_lowers_as_is<(lowers_as_is<K>::value && ...), op::math<Fn>, K...> {};
+template <class T, class K>
+struct lowers_as_is<node<op::cast<T>, K>> : value_op_lowers_as_is<lowers_as_is<K>::value, op::cast<T>, K> {};
+template <class C, class A, class B>
+struct lowers_as_is<node<op::select, C, A, B>>
+    : value_op_lowers_as_is<lowers_as_is<C>::value && lowers_as_is<A>::value && lowers_as_is<B>::value, op::select, C, A, B> {};
 template <class N>
 inline constexpr bool lowers_as_is_v = lowers_as_is<N>::value;
 
