@@ -1,6 +1,8 @@
-# Builds the vectorised tests (tests/CMakeLists.txt), and the blocks longer
-# than clang's fold expressions (tests/unit/long_blocks.cpp), with another compiler of
-# CTGRAD_DIAGNOSTIC_COMPILERS, as a release build would (-O3, index checks
+# Builds the vectorised tests (tests/CMakeLists.txt), the blocks longer
+# than clang's fold expressions (tests/unit/long_blocks.cpp) and the
+# dependence checks' kernels (tests/unit/checks_dependence.cpp: clang once
+# crashed on a walk of their guards that g++ compiled) with another compiler
+# of CTGRAD_DIAGNOSTIC_COMPILERS, as a release build would (-O3, index checks
 # off, warnings as errors), and runs them: each compiler's loop hints
 # (config.hpp, CTG_INDEPENDENT_ITERATIONS) must compile without a warning
 # and give the same gradients.
@@ -15,7 +17,8 @@ foreach(d IN LISTS INCLUDES)
 endforeach()
 set(sources ${SOURCE_DIR}/tests/unit/main.cpp ${SOURCE_DIR}/tests/unit/stencil_gather.cpp
             ${SOURCE_DIR}/tests/unit/forward_basics.cpp ${SOURCE_DIR}/tests/vectorised/vector_math.cpp
-            ${SOURCE_DIR}/tests/vectorised/vector_math_scalar.cpp ${SOURCE_DIR}/tests/unit/long_blocks.cpp)
+            ${SOURCE_DIR}/tests/vectorised/vector_math_scalar.cpp ${SOURCE_DIR}/tests/unit/long_blocks.cpp
+            ${SOURCE_DIR}/tests/unit/checks_dependence.cpp)
 execute_process(COMMAND ${COMPILER} ${flags} ${includes} ${sources} -o ${OUTPUT} RESULT_VARIABLE built
                 OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(NOT built EQUAL 0)

@@ -45,39 +45,39 @@ constexpr auto sum = ctg::kernel<"sum">([](auto t, auto loss) {
 // pass, and the parallel adjoint cannot chain them.
 namespace nested {
 
-auto load_in_range = ctg::kernel<"load_in_range">([](auto t, auto a, auto w, auto loss, int n) {
+[[maybe_unused]] auto load_in_range = ctg::kernel<"load_in_range">([](auto t, auto a, auto w, auto loss, int n) {
   return ctg::range(t.size(), [=](auto i) {
     return ctg::block(t[i] = a[i] * w(),
                       ctg::range(n, [=](auto j) { return loss() += ctg::exp(t[(i + j + 1) % 3]); }));
   });
 });
-auto load_in_serial = ctg::kernel<"load_in_serial">([](auto t, auto a, auto w, auto loss, int n) {
+[[maybe_unused]] auto load_in_serial = ctg::kernel<"load_in_serial">([](auto t, auto a, auto w, auto loss, int n) {
   return ctg::range(t.size(), [=](auto i) {
     return ctg::block(t[i] = a[i] * w(),
                       ctg::serial_range(n, [=](auto j) { return loss() += ctg::sin(t[(i + j + 1) % 3]); }));
   });
 });
-auto load_in_while = ctg::kernel<"load_in_while", ctg::adstack_capacity<8>>([](auto t, auto a, auto w, auto loss, int n) {
+[[maybe_unused]] auto load_in_while = ctg::kernel<"load_in_while", ctg::adstack_capacity<8>>([](auto t, auto a, auto w, auto loss, int n) {
   return ctg::range(t.size(), [=](auto i) {
     return ctg::block(t[i] = a[i] * w(), ctg::let(0, [=](auto k) {
                         return ctg::while_(k < n, ctg::block(loss() += ctg::sin(t[(i + k + 1) % 3]), k = k + 1));
                       }));
   });
 });
-auto load_in_func = ctg::kernel<"load_in_func">([](auto t, auto a, auto w, auto loss, int n) {
+[[maybe_unused]] auto load_in_func = ctg::kernel<"load_in_func">([](auto t, auto a, auto w, auto loss, int n) {
   auto sweep = ctg::func<"sweep">([](auto t, auto loss, auto i, int n) {
     return ctg::range(n, [=](auto j) { return loss() += ctg::exp(t[(i + j + 1) % 3]); });
   });
   return ctg::range(t.size(), [=](auto i) { return ctg::block(t[i] = a[i] * w(), sweep(t, loss, i, n)); });
 });
-auto store_in_range = ctg::kernel<"store_in_range">([](auto t, auto a, auto w, auto loss) {
+[[maybe_unused]] auto store_in_range = ctg::kernel<"store_in_range">([](auto t, auto a, auto w, auto loss) {
   return ctg::range(t.size(), [=](auto i) {
     return ctg::block(ctg::range(1, [=](auto) { return t[i] = a[i] * w(); }), loss() += ctg::exp(t[(i + 1) % 3]));
   });
 });
 // The nested index alone reaches every element: t[j] is what other
 // iterations write as t[i].
-auto nested_index = ctg::kernel<"nested_index">([](auto t, auto a, auto w, auto loss, auto n) {
+[[maybe_unused]] auto nested_index = ctg::kernel<"nested_index">([](auto t, auto a, auto w, auto loss, auto n) {
   return ctg::range(t.size(), [=](auto i) {
     return ctg::block(t[i] = a[i] * w(), ctg::serial_range(n(), [=](auto j) { return loss() += ctg::exp(t[j]); }));
   });
