@@ -195,3 +195,87 @@ TEST_CASE("CSR gather y[i] = sum_j val[j] x[col[j]]^2 with bounds ptr[i], ptr[i+
   for (int j = 0; j < nnz; ++j) bad += fval.grad().at(j) != Approx(gval[j]).epsilon(1e-13);
   CHECK(bad == 0);
 }
+
+// ---- trip counts sized from integer fields -------------------------------------------
+// A nested loop with a carried local needs its largest trip count when the
+// launch sizes the adstack, worked out from the range of its bound over the
+// values of the fields it reads. Bounds that divide by a field holding both
+// signs, take an absolute value, shift or mask, or go through a cast that
+// wraps were refused (CTG-AD-003 at compile time or at the launch) or sized
+// short (an overflow at the launch) before.
+namespace sized_bounds {
+
+// out[i] = v after trips(i) steps of v <- sin(v) 1.1 + 0.2 from v = x[i]; the
+// bound reads c, which holds 2n integers.
+template <ctg::detail::fixed_string Name, class Bound>
+auto recurrence(Bound) {
+  return ctg::kernel<Name>([](auto x, auto c, auto out) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::let(x[i], [=](auto v) {
+        return ctg::block(ctg::range(Bound{}(c, i, x.size()), [=](auto) { return v = ctg::sin(v) * 1.1 + 0.2; }),
+                          out[i] = v);
+      });
+    });
+  });
+}
+
+template <class Kernel, class Counts>
+void check(Kernel const& k, std::vector<int> const& c, Counts const& trips) {
+  int const n = int(c.size()) / 2;
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), out({n}, {.name = "out"});
+  ctg::field<int, 1> cf({2 * n}, {.name = "c"});
+  for (int i = 0; i < n; ++i) x.at(i) = 0.1 + 0.2 * i;
+  cf.copy_from(c);
+  k(x, cf, out);
+  out.grad().fill(1.0);
+  k.grad(x, cf, out);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double v = x.at(i), dv = 1.0;  // a hand-written tangent of the recurrence
+    for (int t = 0; t < trips(c[std::size_t(i)], c[std::size_t(i + n)]); ++t) dv *= std::cos(v) * 1.1, v = std::sin(v) * 1.1 + 0.2;
+    CHECK(out.at(i) == Approx(v).epsilon(1e-14));
+    CHECK(x.grad().at(i) == Approx(dv).epsilon(1e-12));
+  }
+}
+
+// The bounds: c[i] / c[i + n] (either sign), |c[i]|, a shift and a mask,
+// and c[i] as an unsigned char (-1 and -3 are 255 and 253 steps, 263 is 7).
+struct quotient {
+  auto operator()(auto c, auto i, auto n) const { return c[i] / c[i + n]; }
+};
+struct magnitude {
+  auto operator()(auto c, auto i, auto) const { return ctg::abs(c[i]); }
+};
+struct halved_masked {
+  auto operator()(auto c, auto i, auto n) const { return (c[i] >> 1) + (c[i + n] & 7); }
+};
+struct wrapped {
+  auto operator()(auto c, auto i, auto) const { return ctg::cast<int>(ctg::cast<unsigned char>(c[i])); }
+};
+
+}  // namespace sized_bounds
+
+TEST_CASE("trip counts from integer fields: division by either sign, abs, shifts, masks, casts that wrap") {
+  using namespace sized_bounds;
+  check(recurrence<"quotient_bound">(quotient{}), {-20, 12, 7, 9, -2, 3, -1, 2},
+        [](int a, int b) { return a / b; });
+  check(recurrence<"abs_bound">(magnitude{}), {-5, 3, 0, -1, 0, 0, 0, 0}, [](int a, int) { return a < 0 ? -a : a; });
+  check(recurrence<"shift_mask_bound">(halved_masked{}), {9, 4, -3, 1, 13, -1, 6, 8},
+        [](int a, int b) { return (a >> 1) + (b & 7); });
+  check(recurrence<"wrapped_bound">(wrapped{}), {-1, -3, 2, 263, 0, 0, 0, 0},
+        [](int a, int) { return int(static_cast<unsigned char>(a)); });
+}
+
+TEST_CASE("the ranges of integer operations in the type they compute in") {
+  using ctg::analysis::as_type;
+  using ctg::analysis::interval;
+  auto same = [](interval a, interval b) { return a.known == b.known && (!a.known || (a.lo == b.lo && a.hi == b.hi)); };
+  static_assert(same(as_type<unsigned char>({256, 259, true}), {0, 3, true}));     // wraps alike: 0..3
+  static_assert(same(as_type<unsigned char>({254, 257, true}), {0, 255, true}));   // 254, 255, 0, 1
+  static_assert(same(as_type<unsigned>({-1, -1, true}), interval::exact(4294967295LL)));
+  static_assert(same(as_type<short>({0, 70000, true}), {-32768, 32767, true}));
+  static_assert(same(as_type<int>({-5, 5, true}), {-5, 5, true}));
+  static_assert(same(as_type<unsigned long long>({-1, 0, true}), interval::unknown()));
+  static_assert(same(ctg::analysis::quotient({-20, 12, true}, {-2, 3, true}), {-20, 20, true}));
+  static_assert(same(ctg::analysis::quotient({1, 1, true}, {0, 0, true}), interval::unknown()));
+}

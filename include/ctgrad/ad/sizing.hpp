@@ -35,9 +35,7 @@ template <int I, class T, int R, bool G, bool D, class... Idx>
 inline constexpr bool boundable_v<node<op::access<I, T, R, G, D, buffer::primal>, Idx...>> =
     std::is_integral_v<T> && (boundable_v<Idx> && ...);
 template <class Fn, class... K>
-inline constexpr bool boundable_v<node<op::math<Fn>, K...>> =
-    detail::one_of<Fn, fn::add, fn::sub, fn::mul, fn::min, fn::max, fn::neg, fn::div, fn::mod> &&
-    (boundable_v<K> && ...);
+inline constexpr bool boundable_v<node<op::math<Fn>, K...>> = analysis::bounded_fn_v<Fn> && (boundable_v<K> && ...);
 template <class T, class K>
 inline constexpr bool boundable_v<node<op::cast<T>, K>> = std::is_integral_v<T> && boundable_v<K>;
 template <class N, class K>

@@ -10,6 +10,7 @@
 // and arguments (field extents and field contents known as well).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -45,6 +46,62 @@ constexpr auto const* kid_ptr(N const* n) {
 constexpr long long min_of(long long a, long long b) { return a < b ? a : b; }
 constexpr long long max_of(long long a, long long b) { return a > b ? a : b; }
 constexpr long long abs_of(long long a) { return a < 0 ? -a : a; }
+
+// The range of an integer of type T as long longs (an unsigned 64-bit
+// type's ends at LLONG_MAX: a range beyond it is unknown).
+template <class T>
+constexpr interval range_of_type() {
+  using limits = std::numeric_limits<T>;
+  if constexpr (std::is_same_v<T, bool>)
+    return {0, 1, true};
+  else if constexpr (sizeof(T) < sizeof(long long) || std::is_signed_v<T>)
+    return {(long long)limits::min(), (long long)limits::max(), true};
+  else
+    return {0, std::numeric_limits<long long>::max(), true};
+}
+// What a value in `v` holds once it is an integer of type T: itself where T
+// holds every value of the range; else what C++'s conversion makes of it (a
+// cast to a narrower or unsigned type, or arithmetic that overflowed wraps
+// modulo 2^bits): the wrapped range where the ends wrap alike, any value of
+// T where they do not. Exact values stay exact.
+template <class T>
+constexpr interval as_type(interval v) {
+  if (!v.known) return v;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (v.lo > 0 || v.hi < 0) return interval::exact(1);
+    return v.lo == 0 && v.hi == 0 ? interval::exact(0) : interval{0, 1, true};
+  } else {
+    constexpr interval whole = range_of_type<T>();
+    if (v.lo >= whole.lo && v.hi <= whole.hi) return v;
+    if constexpr (sizeof(T) < sizeof(long long)) {
+      long long const lo = (long long)T(v.lo), hi = (long long)T(v.hi);
+      bool const one_turn = (unsigned long long)v.hi - (unsigned long long)v.lo < (1ULL << (8 * sizeof(T)));
+      return one_turn && lo <= hi ? interval{lo, hi, true} : whole;
+    } else {
+      return interval::unknown();  // an unsigned 64-bit value above LLONG_MAX
+    }
+  }
+}
+// The integer operations whose range the evaluator below works out.
+template <class Fn>
+inline constexpr bool bounded_fn_v = detail::one_of<Fn, ir::fn::add, ir::fn::sub, ir::fn::mul, ir::fn::min, ir::fn::max,
+                                                    ir::fn::neg, ir::fn::div, ir::fn::mod, ir::fn::abs, ir::fn::shr,
+                                                    ir::fn::shl, ir::fn::bit_and>;
+// The range of a / b over a's and b's ranges, b != 0 (C++ rounds towards
+// zero, so the quotient is monotone in each operand on either side of 0).
+constexpr interval quotient(interval a, interval b) {
+  interval out{0, 0, false};
+  auto join = [&](long long lo, long long hi) {
+    if (lo > hi) return;
+    long long const c[4] = {a.lo / lo, a.lo / hi, a.hi / lo, a.hi / hi};
+    interval const q{min_of(min_of(c[0], c[1]), min_of(c[2], c[3])), max_of(max_of(c[0], c[1]), max_of(c[2], c[3])),
+                     true};
+    out = out.known ? interval{min_of(out.lo, q.lo), max_of(out.hi, q.hi), true} : q;
+  };
+  join(b.lo, min_of(b.hi, -1));
+  join(max_of(b.lo, 1), b.hi);
+  return out;
+}
 
 // Args: the bound field views (null when unknown). Fields whose parameter bit
 // is set in `unstable` may change while the kernel runs (it writes them), so
@@ -85,7 +142,7 @@ struct interval_eval {
   template <class T, class K, class Env>
   constexpr interval eval(ir::node<ir::op::cast<T>, K> const* e, Env const& env) const {
     if constexpr (std::is_integral_v<T> && std::is_integral_v<ir::value_t<K>>)
-      return eval(kid_ptr<0>(e), env);
+      return as_type<T>(eval(kid_ptr<0>(e), env));
     else
       return interval::unknown();
   }
@@ -125,40 +182,71 @@ struct interval_eval {
   }
   template <class Fn, class... K, class Env>
   constexpr interval eval(ir::node<ir::op::math<Fn>, K...> const* e, Env const& env) const {
-    namespace fn = ir::fn;
-    if constexpr (!detail::one_of<Fn, fn::add, fn::sub, fn::mul, fn::min, fn::max, fn::neg, fn::div, fn::mod>) {
+    using value = ir::value_t<ir::node<ir::op::math<Fn>, K...>>;
+    if constexpr (!bounded_fn_v<Fn> || !std::is_integral_v<value>)
       return interval::unknown();
-    } else {
-      interval v[sizeof...(K)];
-      [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-        ((v[Is] = eval(kid_ptr<Is>(e), env)), ...);
-      }(std::index_sequence_for<K...>{});
-      for (auto const& x : v)
-        if (!x.known) return interval::unknown();
-      if constexpr (std::is_same_v<Fn, fn::neg>) {
-        return {-v[0].hi, -v[0].lo, true};
-      } else if constexpr (std::is_same_v<Fn, fn::add>) {
-        return {v[0].lo + v[1].lo, v[0].hi + v[1].hi, true};
-      } else if constexpr (std::is_same_v<Fn, fn::sub>) {
-        return {v[0].lo - v[1].hi, v[0].hi - v[1].lo, true};
-      } else if constexpr (std::is_same_v<Fn, fn::min>) {
-        return {min_of(v[0].lo, v[1].lo), min_of(v[0].hi, v[1].hi), true};
-      } else if constexpr (std::is_same_v<Fn, fn::max>) {
-        return {max_of(v[0].lo, v[1].lo), max_of(v[0].hi, v[1].hi), true};
-      } else if constexpr (std::is_same_v<Fn, fn::mul>) {
-        long long const c[4] = {v[0].lo * v[1].lo, v[0].lo * v[1].hi, v[0].hi * v[1].lo, v[0].hi * v[1].hi};
-        return {min_of(min_of(c[0], c[1]), min_of(c[2], c[3])), max_of(max_of(c[0], c[1]), max_of(c[2], c[3])),
-                true};
-      } else if constexpr (std::is_same_v<Fn, fn::div>) {
-        if (v[1].lo <= 0 && v[1].hi >= 0) return interval::unknown();
-        long long const c[4] = {v[0].lo / v[1].lo, v[0].lo / v[1].hi, v[0].hi / v[1].lo, v[0].hi / v[1].hi};
-        return {min_of(min_of(c[0], c[1]), min_of(c[2], c[3])), max_of(max_of(c[0], c[1]), max_of(c[2], c[3])),
-                true};
-      } else {  // C++ remainder: the sign follows the dividend
-        long long const m = max_of(abs_of(v[1].lo), abs_of(v[1].hi));
-        if (m == 0) return interval::unknown();
-        return {v[0].lo < 0 ? -(m - 1) : 0, v[0].hi > 0 ? m - 1 : 0, true};
-      }
+    else
+      return as_type<value>(operation<value>(e, env));
+  }
+  // The range of the operation in long long arithmetic, its operands first
+  // converted to the type it computes in (C++'s usual conversions: an int
+  // operand of an unsigned one is unsigned), a shift's amount excepted.
+  template <class Value, class Fn, class... K, class Env>
+  constexpr interval operation(ir::node<ir::op::math<Fn>, K...> const* e, Env const& env) const {
+    namespace fn = ir::fn;
+    interval v[sizeof...(K)];
+    [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+      ((v[Is] = Is == 1 && detail::one_of<Fn, fn::shr, fn::shl> ? eval(kid_ptr<Is>(e), env)
+                                                                  : as_type<Value>(eval(kid_ptr<Is>(e), env))),
+       ...);
+    }(std::index_sequence_for<K...>{});
+    // Beyond these magnitudes a product (a sum) could overflow long long.
+    constexpr long long product_limit = 3037000499LL, sum_limit = 1LL << 62;
+    long long largest = 0;
+    for (auto const& x : v) {
+      if (!x.known) return interval::unknown();
+      largest = max_of(largest, max_of(abs_of(max_of(x.lo, -sum_limit)), abs_of(max_of(x.hi, -sum_limit))));
+    }
+    if (largest >= sum_limit || (std::is_same_v<Fn, fn::mul> && largest > product_limit)) return interval::unknown();
+    if constexpr (std::is_same_v<Fn, fn::neg>) {
+      return {-v[0].hi, -v[0].lo, true};
+    } else if constexpr (std::is_same_v<Fn, fn::abs>) {
+      if (v[0].lo >= 0) return v[0];
+      if (v[0].hi <= 0) return {-v[0].hi, -v[0].lo, true};
+      return {0, max_of(-v[0].lo, v[0].hi), true};
+    } else if constexpr (detail::one_of<Fn, fn::shr, fn::shl>) {
+      // A shift by one known amount is monotone in the shifted value.
+      if (v[1].lo != v[1].hi || v[1].lo < 0 || v[1].lo > 62) return interval::unknown();
+      if constexpr (std::is_same_v<Fn, fn::shr>) return {v[0].lo >> v[1].lo, v[0].hi >> v[1].lo, true};
+      long long const top = std::numeric_limits<long long>::max() >> v[1].lo;
+      if ((v[0].lo < 0) || (v[0].hi > top)) return interval::unknown();
+      return {v[0].lo << v[1].lo, v[0].hi << v[1].lo, true};
+    } else if constexpr (std::is_same_v<Fn, fn::bit_and>) {
+      // A non-negative operand bounds the result: between 0 and it.
+      if (v[0].lo >= 0 && v[1].lo >= 0) return {0, min_of(v[0].hi, v[1].hi), true};
+      if (v[0].lo >= 0) return {0, v[0].hi, true};
+      if (v[1].lo >= 0) return {0, v[1].hi, true};
+      return interval::unknown();
+    } else if constexpr (std::is_same_v<Fn, fn::add>) {
+      return {v[0].lo + v[1].lo, v[0].hi + v[1].hi, true};
+    } else if constexpr (std::is_same_v<Fn, fn::sub>) {
+      return {v[0].lo - v[1].hi, v[0].hi - v[1].lo, true};
+    } else if constexpr (std::is_same_v<Fn, fn::min>) {
+      return {min_of(v[0].lo, v[1].lo), min_of(v[0].hi, v[1].hi), true};
+    } else if constexpr (std::is_same_v<Fn, fn::max>) {
+      return {max_of(v[0].lo, v[1].lo), max_of(v[0].hi, v[1].hi), true};
+    } else if constexpr (std::is_same_v<Fn, fn::mul>) {
+      long long const c[4] = {v[0].lo * v[1].lo, v[0].lo * v[1].hi, v[0].hi * v[1].lo, v[0].hi * v[1].hi};
+      return {min_of(min_of(c[0], c[1]), min_of(c[2], c[3])), max_of(max_of(c[0], c[1]), max_of(c[2], c[3])),
+              true};
+    } else if constexpr (std::is_same_v<Fn, fn::div>) {
+      // A divisor range that holds 0 splits in two: a launch dividing by
+      // 0 fails however it is sized.
+      return quotient(v[0], v[1]);
+    } else {  // C++ remainder: the sign follows the dividend
+      long long const m = max_of(abs_of(v[1].lo), abs_of(v[1].hi));
+      if (m == 0) return interval::unknown();
+      return {v[0].lo < 0 ? -(m - 1) : 0, v[0].hi > 0 ? m - 1 : 0, true};
     }
   }
   template <class E, class Env>

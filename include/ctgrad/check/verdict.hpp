@@ -9,6 +9,7 @@
 #pragma once
 #include <type_traits>
 
+#include "../analysis/intervals.hpp"
 #include "events.hpp"
 
 namespace ctg::check {
@@ -93,25 +94,45 @@ template <int I, int A, class Args>
 constexpr kint invariant_value_impl(node<op::extent<I, A>> const*, Args const* args) {
   return args ? known_int(detail::get<I>(*args).extent[A]) : kint{};
 }
+// The value an integer of type T holds once x is converted to it.
+template <class T>
+constexpr kint as_type(kint x) {
+  if constexpr (!std::is_integral_v<T>) {
+    return {};
+  } else {
+    if (!x.known) return {};
+    auto const r = analysis::as_type<T>(analysis::interval::exact(x.v));
+    return r.known && r.lo == r.hi ? known_int(r.lo) : kint{};
+  }
+}
 template <class T, class K, class Args>
 constexpr kint invariant_value_impl(node<op::cast<T>, K> const* e, Args const* args) {
-  return invariant_value(kid_ptr<0>(e), args);
+  return as_type<T>(invariant_value(kid_ptr<0>(e), args));
 }
-template <class Fn, class... K, class Args>
-constexpr kint invariant_value_impl(node<op::math<Fn>, K...> const* e, Args const* args) {
-  kint v[sizeof...(K)];
-  [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    ((v[Is] = invariant_value(kid_ptr<Is>(e), args)), ...);
-  }(std::index_sequence_for<K...>{});
-  for (auto const& x : v)
-    if (!x.known) return {};
-  if constexpr (std::is_same_v<Fn, fn::neg>) return known_int(-v[0].v);
-  else if constexpr (std::is_same_v<Fn, fn::add>) return known_int(v[0].v + v[1].v);
-  else if constexpr (std::is_same_v<Fn, fn::sub>) return known_int(v[0].v - v[1].v);
-  else if constexpr (std::is_same_v<Fn, fn::mul>) return known_int(v[0].v * v[1].v);
+// One operation on known operands, modulo 2^64 where it wraps (the result
+// is then converted to the node's type, which wraps it as the kernel does).
+template <class Fn>
+constexpr kint invariant_operation(kint const* v) {
+  using wide = unsigned long long;
+  if constexpr (std::is_same_v<Fn, fn::neg>) return known_int((long long)(wide(0) - wide(v[0].v)));
+  else if constexpr (std::is_same_v<Fn, fn::add>) return known_int((long long)(wide(v[0].v) + wide(v[1].v)));
+  else if constexpr (std::is_same_v<Fn, fn::sub>) return known_int((long long)(wide(v[0].v) - wide(v[1].v)));
+  else if constexpr (std::is_same_v<Fn, fn::mul>) return known_int((long long)(wide(v[0].v) * wide(v[1].v)));
   else if constexpr (std::is_same_v<Fn, fn::div>) return v[1].v ? known_int(v[0].v / v[1].v) : kint{};
   else if constexpr (std::is_same_v<Fn, fn::mod>) return v[1].v ? known_int(v[0].v % v[1].v) : kint{};
   else return {};
+}
+// Computed in the node's type, the operands converted to it first.
+template <class Fn, class... K, class Args>
+constexpr kint invariant_value_impl(node<op::math<Fn>, K...> const* e, Args const* args) {
+  using value = value_t<node<op::math<Fn>, K...>>;
+  kint v[sizeof...(K)];
+  [&]<std::size_t... Is>(std::index_sequence<Is...>) {
+    ((v[Is] = as_type<value>(invariant_value(kid_ptr<Is>(e), args))), ...);
+  }(std::index_sequence_for<K...>{});
+  for (auto const& x : v)
+    if (!x.known) return {};
+  return as_type<value>(invariant_operation<Fn>(v));
 }
 template <class E, class Args>
 constexpr kint invariant_value(E const* e, Args const* args) {
