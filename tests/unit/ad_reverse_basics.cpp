@@ -368,3 +368,68 @@ TEST_CASE("k.grad called alone: later steps writing other rows of a field indexe
   x.fill(1.0);
   CHECK_THROWS_WITH_AS(force.grad(x, v, 4), doctest::Contains("CTG-TAPE-003"), ctg::autodiff_error);
 }
+
+// && and || evaluate their second operand only where the first does not
+// decide, as C++'s do: the guard keeps x[i - 1] and x[j] inside the field
+// (the unit tests check every index: a read at -1 or at n throws), in the
+// forward pass, the adjoint's record and the tangent alike.
+TEST_CASE("&& and || short-circuit: a guard keeps the read beside it inside the field") {
+  std::vector<double> const xv{0.5, -1.25, 2.0, 3.5, 0.75, -0.5};
+  int const n = int(xv.size());
+  ctg::field<double, 1, ctg::grad | ctg::dual> x({n}, {.name = "x"}), y({n}, {.name = "y"}), z({n}, {.name = "z"}),
+      w({n}, {.name = "w"});
+  x.copy_from(xv);
+  // y[i] = x[i-1] x[i] where i > 0 and x[i-1] > 0, else x[i]; z[i] = 2 x[i]
+  // where i == 0 or x[i-1] < 0, else x[i-1] x[i]; w[i] = (j - i) x[i], j the
+  // first index from i on whose x is not positive (n if none).
+  auto k = ctg::kernel<"guarded_reads", ctg::adstack_capacity<8>>([](auto x, auto y, auto z, auto w) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::block(ctg::if_(i > 0 && x[i - 1] > 0.0, y[i] = x[i - 1] * x[i], y[i] = x[i]),
+                        ctg::if_(i == 0 || x[i - 1] < 0.0, z[i] = 2.0 * x[i], z[i] = x[i - 1] * x[i]),
+                        ctg::let(i, [=](auto j) {
+                          return ctg::block(ctg::while_(j < x.size() && x[j] > 0.0, j = j + 1),
+                                            w[i] = ctg::cast<double>(j - i) * x[i]);
+                        }));
+    });
+  });
+  std::vector<double> gy(std::size_t(n), 0.0), gz = gy, gw = gy, yv = gy, zv = gy, wv = gy;
+  std::vector<int> run(xv.size());
+  for (int i = 0; i < n; ++i) {
+    std::size_t const u = std::size_t(i);
+    bool const y_product = i > 0 && xv[u - 1] > 0.0, z_double = i == 0 || xv[u - 1] < 0.0;
+    yv[u] = y_product ? xv[u - 1] * xv[u] : xv[u];
+    zv[u] = z_double ? 2.0 * xv[u] : xv[u - 1] * xv[u];
+    int j = i;
+    while (j < n && xv[std::size_t(j)] > 0.0) ++j;
+    run[u] = j - i;
+    wv[u] = run[u] * xv[u];
+  }
+  k(x, y, z, w);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    CHECK(y.at(i) == Approx(yv[std::size_t(i)]));
+    CHECK(z.at(i) == Approx(zv[std::size_t(i)]));
+    CHECK(w.at(i) == Approx(wv[std::size_t(i)]));
+  }
+  // Reverse, all seeds 1: d(sum y + sum z + sum w)/dx by hand.
+  std::vector<double> expect(std::size_t(n), 0.0);
+  for (int i = 0; i < n; ++i) {
+    std::size_t const u = std::size_t(i);
+    if (i > 0 && xv[u - 1] > 0.0) expect[u] += xv[u - 1], expect[u - 1] += xv[u];
+    else expect[u] += 1.0;
+    if (i == 0 || xv[u - 1] < 0.0) expect[u] += 2.0;
+    else expect[u] += xv[u - 1], expect[u - 1] += xv[u];
+    expect[u] += run[u];
+  }
+  y.grad().fill(1.0), z.grad().fill(1.0), w.grad().fill(1.0);
+  k.grad(x, y, z, w);
+  for (int i = 0; i < n; ++i) CHECK(x.grad().at(i) == Approx(expect[std::size_t(i)]));
+  // Forward mode along x.dual = 1: the sum of the outputs' tangents is the
+  // sum of the gradient's entries.
+  x.copy_from(xv);
+  x.dual().fill(1.0);
+  k.fwd(x, y, z, w);
+  double tangents = 0, total = 0;
+  for (int i = 0; i < n; ++i) tangents += y.dual().at(i) + z.dual().at(i) + w.dual().at(i), total += expect[std::size_t(i)];
+  CHECK(tangents == Approx(total));
+}

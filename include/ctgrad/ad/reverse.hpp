@@ -386,6 +386,14 @@ struct reverse {
     CTG_IMPL_RECORD_KID(0, (operand_kept<Need, 0, Fn, K...>()))                                                   \
     if constexpr (sizeof...(K) == 1) {                                                                            \
       t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value);                                               \
+    } else if constexpr (fn::short_circuits_v<Fn>) {                                                              \
+      /* The second operand is recorded only where the first does not decide (nothing reads its record then). */ \
+      if (bool(CTG_IMPL_KID_RECORD(0, t).value) == fn::short_circuit_v<Fn>) {                                    \
+        t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(0, t).value);            \
+      } else {                                                                                                    \
+        CTG_IMPL_RECORD_KID(1, (operand_kept<Need, 1, Fn, K...>()))                                               \
+        t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value);            \
+      }                                                                                                           \
     } else if constexpr (sizeof...(K) == 2) {                                                                     \
       CTG_IMPL_RECORD_KID(1, (operand_kept<Need, 1, Fn, K...>()))                                                 \
       t.value = math_value<Fn, V>(CTG_IMPL_KID_RECORD(0, t).value, CTG_IMPL_KID_RECORD(1, t).value);              \

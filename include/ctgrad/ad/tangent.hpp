@@ -69,6 +69,8 @@ struct tangent {
   ATTRIBUTE CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {                              \
     if constexpr (sizeof...(K) == 1) {                                                                                \
       return apply_math<Fn>(detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f)), std::make_index_sequence<1>{}); \
+    } else if constexpr (fn::short_circuits_v<Fn>) {                                                                  \
+      return constant_dual(forward::eval(n, f)); /* the second operand only where the first does not decide */       \
     } else if constexpr (sizeof...(K) == 2) {                                                                         \
       return apply_math<Fn>(                                                                                          \
           detail::make_tuple(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f)),             \

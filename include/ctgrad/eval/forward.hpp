@@ -155,6 +155,9 @@ struct forward {
   ATTRIBUTE CTG_HOST_DEVICE static auto eval(node<op::math<Fn>, K...> const& n, Fr& f) {            \
     if constexpr (sizeof...(K) == 1) {                                                              \
       return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f));                                       \
+    } else if constexpr (fn::short_circuits_v<Fn>) {                                                \
+      bool const first = bool(eval(CTG_IMPL_ELEMENT(0, n.kids), f));                                \
+      return first == fn::short_circuit_v<Fn> ? first : bool(eval(CTG_IMPL_ELEMENT(1, n.kids), f)); \
     } else if constexpr (sizeof...(K) == 2) {                                                       \
       return Fn::apply(eval(CTG_IMPL_ELEMENT(0, n.kids), f), eval(CTG_IMPL_ELEMENT(1, n.kids), f)); \
     } else if constexpr (sizeof...(K) == 3) {                                                       \

@@ -256,6 +256,14 @@ CTG_IMPL_BINARY_FN(eq, none, bool, a == b);
 CTG_IMPL_BINARY_FN(ne, none, bool, a != b);
 CTG_IMPL_BINARY_FN(logical_and, none, bool, bool(a) && bool(b));
 CTG_IMPL_BINARY_FN(logical_or, none, bool, bool(a) || bool(b));
+// && and || evaluate their second operand only where the first does not
+// decide, as C++'s do (eval/forward.hpp, the tangent and the adjoint's
+// record): a guard such as `i > 0 && x[i - 1] > 0` keeps the read inside
+// the field. short_circuit_v<Fn> is the first operand's value that decides.
+template <class Fn>
+inline constexpr bool short_circuits_v = std::is_same_v<Fn, logical_and> || std::is_same_v<Fn, logical_or>;
+template <class Fn>
+inline constexpr bool short_circuit_v = std::is_same_v<Fn, logical_or>;
 CTG_IMPL_BINARY_FN(bit_and, none, , a & b);
 CTG_IMPL_BINARY_FN(bit_or, none, , a | b);
 CTG_IMPL_BINARY_FN(bit_xor, none, , a ^ b);
