@@ -342,6 +342,12 @@ struct misuse_diagnostic<ir::misuse<ir::misuse_kind::statement_value, P, R, G>, 
   static constexpr bool raised = true;
 };
 
+template <int P, int R, int G, class W>
+struct misuse_diagnostic<ir::misuse<ir::misuse_kind::select_shapes, P, R, G>, W> {
+  static_assert(detail::dependent_false<W>, CTG_IMPL_DIAGNOSTIC_MESSAGE(CTG_IMPL_MSG_EXPR_002_SELECT, W));
+  static constexpr bool raised = true;
+};
+
 // The misuse as one compile error naming the kernel, the field parameter and
 // the funcs it sits in.
 template <detail::fixed_string Kernel, class Misuse, class Offloads, class Args>

@@ -27,6 +27,7 @@ enum class misuse_kind {
   value_body,      // a loop body that returns a value, not a statement (Param -1)
   assigned_value,  // =, +=, ... on a value: a func's argument, a loop index (Param -1)
   statement_value,  // a statement where a value belongs: an operand, a condition, a stored value (Param -1)
+  select_shapes,    // ctg::select between values of two shapes (Param -1)
 };
 
 // The name of the func scope that marks a misuse: Param is the kernel
@@ -90,11 +91,19 @@ constexpr assigned_value_statement assignment_to_value() {
   "assignments do not chain and have no value. Fix: write each store as a statement of its own in "         \
   "ctg::block(...), and use a stored value by reading the element again or through a ctg::let local"
 
-// What lowering puts where a statement stood in a value's place (CTG-EXPR-020):
-// a zero of the value's type, marked as the mistake, so that every pass sees
+#define CTG_IMPL_MSG_EXPR_002_SELECT                                                                           \
+  "CTG-EXPR-002 ctg::select(c, a, b) chooses between values of one shape: two scalars, or two vectors or "    \
+  "matrices of the same size and scalar type. Fix: write the scalar side in the other's shape (ctg::vec(s, s, " \
+  "s)), or select a factor: ctg::select(c, 1.0, 0.0) * v"
+
+// What lowering puts where a value cannot be computed (a statement in a
+// value's place, CTG-EXPR-020; a select of two shapes, CTG-EXPR-002): a
+// zero of the value's type, marked as the mistake, so that every pass sees
 // a value there and the launch prints one error.
+template <misuse_kind Kind, class T>
+using value_stand_in = node<op::func_scope<misuse<Kind, -1, 0, 0>>, node<op::literal<T>>>;
 template <class T>
-using statement_value_stand_in = node<op::func_scope<misuse<misuse_kind::statement_value, -1, 0, 0>>, node<op::literal<T>>>;
+using statement_value_stand_in = value_stand_in<misuse_kind::statement_value, T>;
 
 // Every assignment operator of a node builds that statement.
 #define CTG_IMPL_ASSIGNMENT_TO_VALUE(OP)                                      \

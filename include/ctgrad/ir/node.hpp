@@ -434,9 +434,15 @@ template <class K>
 struct value_of<node<op::stop_grad, K>> {
   using type = value_t<K>;
 };
+// The two values a select chooses from: two scalars, or two vectors or
+// matrices of one size and scalar type (else CTG-EXPR-002, raised at the
+// launch: lower/lower.hpp, unselectable_v).
+template <class A, class B>
+concept selectable_values = requires { typename std::common_type<A, B>::type; };
 template <class C, class A, class B>
 struct value_of<node<op::select, C, A, B>> {
-  using type = std::common_type_t<value_t<A>, value_t<B>>;
+  using type = typename std::conditional_t<selectable_values<value_t<A>, value_t<B>>,
+                                           std::common_type<value_t<A>, value_t<B>>, std::type_identity<value_t<A>>>::type;
 };
 template <class Name, class K>
 struct value_of<node<op::func_scope<Name>, K>> {

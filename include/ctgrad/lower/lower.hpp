@@ -65,7 +65,7 @@ constexpr auto settle_value(N const& n) {
   return settle_self(value_operand(n));
 }
 // Whether an operation that computes a value from its operands (a math
-// function, a cast, a select's condition) was given a statement as one:
+// function, a cast, a select) was given a statement as one:
 // CTG-EXPR-020, the whole node then replaced like a value operand above.
 template <class Op, class Kids>
 struct node_of;
@@ -80,7 +80,14 @@ inline constexpr bool statement_operand_v<op::math<Fn>, detail::tuple<K...>> = (
 template <class T, class K>
 inline constexpr bool statement_operand_v<op::cast<T>, detail::tuple<K>> = is_statement_v<K>;
 template <class C, class A, class B>
-inline constexpr bool statement_operand_v<op::select, detail::tuple<C, A, B>> = is_statement_v<C>;
+inline constexpr bool statement_operand_v<op::select, detail::tuple<C, A, B>> =
+    is_statement_v<C> || is_statement_v<A> || is_statement_v<B>;
+// Whether a select chooses between values of two shapes (CTG-EXPR-002),
+// replaced the same way.
+template <class Op, class Kids>
+inline constexpr bool unselectable_v = false;
+template <class C, class A, class B>
+inline constexpr bool unselectable_v<op::select, detail::tuple<C, A, B>> = !selectable_values<value_t<A>, value_t<B>>;
 // What settle() checks of indices and components (also read by
 // lowers_as_is, below): an index is an integer expression, a component
 // access has one or two indices into a fixed-size matrix.
@@ -360,8 +367,9 @@ constexpr auto select_as_branches(node<op::select, C, A, B> const& s) {
 template <class Ctx, class Op, class Kids>
 constexpr auto finish_lowering(Op const& op, Kids const& kids) {
   constexpr int next = Ctx::next_slot;
-  if constexpr (statement_operand_v<Op, Kids>) {
-    using stand_in = statement_value_stand_in<value_t<typename node_of<Op, Kids>::type>>;
+  if constexpr (statement_operand_v<Op, Kids> || unselectable_v<Op, Kids>) {
+    using stand_in = value_stand_in<statement_operand_v<Op, Kids> ? misuse_kind::statement_value : misuse_kind::select_shapes,
+                                    value_t<typename node_of<Op, Kids>::type>>;
     return lowered<stand_in, next>{stand_in{}};
   } else if constexpr (is_branching_select_v<decltype(settle(op, kids))>) {
     return select_as_branches<next>(settle(op, kids));
@@ -422,7 +430,8 @@ struct lowers_as_is<node<Op, K...>> : std::bool_constant<(lowers_as_is<K>::value
 template <bool OperandsAsIs, class Op, class... K>
 struct value_op_lowers_as_is : std::false_type {};
 template <class Op, class... K>
-struct value_op_lowers_as_is<true, Op, K...> : std::bool_constant<!statement_operand_v<Op, detail::tuple<K...>>> {};
+struct value_op_lowers_as_is<true, Op, K...>
+    : std::bool_constant<!statement_operand_v<Op, detail::tuple<K...>> && !unselectable_v<Op, detail::tuple<K...>>> {};
 template <class Fn, class... K>
 struct lowers_as_is<node<op::math<Fn>, K...>> : value_op_lowers_as_is<(lowers_as_is<K>::value && ...), op::math<Fn>, K...> {};
 template <class T, class K>
