@@ -234,9 +234,10 @@ CTG_RUNTIME_INLINE void raise_offload_failure(std::string_view kernel, offload_o
     std::string where;
     o.describe_site(o.unsized, where);
     throw autodiff_error(kernel_prefix(kernel) + ": CTG-AD-003 cannot size the adstack for the " + where +
-                         ": its trip count could not be evaluated at this launch (its bounds read values "
-                         "the kernel computes); give the kernel ctg::adstack_capacity<N>, N the most iterations "
-                         "that loop runs per thread");
+                         ": its trip count could not be bounded at this launch (its bounds read values the "
+                         "kernel computes, or their range over the values of the fields they read allows more "
+                         "iterations than a thread's memory holds); give the kernel ctg::adstack_capacity<N>, N "
+                         "the most iterations that loop runs per thread");
   }
   auto const reported_index = [&] {
     std::string idx = "(";

@@ -3,10 +3,10 @@
 // atomics, a select with casts and stop_grad, the op table's less common
 // functions, a nested carried recurrence and a while_ loop on the adstack,
 // vector elements with a serial offload and tangents, a mass-spring scatter
-// with vector locals, the launch errors, a tape of two launches, a chain of
-// operations 42 levels tall. The tolerances allow for float rounding and, on
-// the device, for contracted multiply-adds and another order of the atomic
-// sums.
+// with vector locals, the launch errors, a tape of two launches, guards
+// that short-circuit, a chain of operations 42 levels tall. The tolerances
+// allow for float rounding and, on the device, for contracted multiply-adds
+// and another order of the atomic sums.
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -658,6 +658,67 @@ inline void tall_expression(ctg::memory_space space) {
   check_close(x.grad().to_vector(), want_grad, 1e-4);
 }
 
+// && and || evaluate their second operand only where the first does not
+// decide, as C++'s do: the guards keep x[i - 1] and x[j] inside the field
+// (the index checks throw on a read at -1 or at n), in the forward pass, the
+// adjoint's record and the tangent. y[i] = x[i-1] x[i] where i > 0 and
+// x[i-1] > 0, else x[i]; z[i] = 2 x[i] where i == 0 or x[i-1] < 0, else
+// x[i-1] x[i]; w[i] = (j - i) x[i], j the first index from i on whose x is
+// not positive (n if none).
+inline void guarded_reads(ctg::memory_space space) {
+  std::vector<double> const xs{0.5, -1.25, 2.0, 3.5, 0.75, -0.5, 1.5, 0.25};
+  int const n = int(xs.size());
+  constexpr ctg::flags both = ctg::grad | ctg::dual;
+  ctg::field<double, 1, both> x({n}, {.name = "x", .space = space}), y({n}, {.name = "y", .space = space}),
+      z({n}, {.name = "z", .space = space}), w({n}, {.name = "w", .space = space});
+  x.copy_from(xs);
+  auto k = ctg::kernel<"guarded_reads", ctg::adstack_capacity<8>>([](auto x, auto y, auto z, auto w) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::block(ctg::if_(i > 0 && x[i - 1] > 0.0, y[i] = x[i - 1] * x[i], y[i] = x[i]),
+                        ctg::if_(i == 0 || x[i - 1] < 0.0, z[i] = 2.0 * x[i], z[i] = x[i - 1] * x[i]),
+                        ctg::let(i, [=](auto j) {
+                          return ctg::block(ctg::while_(j < x.size() && x[j] > 0.0, j = j + 1),
+                                            w[i] = ctg::cast<double>(j - i) * x[i]);
+                        }));
+    });
+  });
+  std::vector<double> want_y(xs.size()), want_z(xs.size()), want_w(xs.size()), want_grad(xs.size(), 0.0);
+  for (std::size_t u = 0; u < xs.size(); ++u) {
+    std::size_t j = u;
+    while (j < xs.size() && xs[j] > 0.0) ++j;
+    double const run = double(j - u);
+    want_w[u] = run * xs[u];
+    want_grad[u] += run;
+    if (u > 0 && xs[u - 1] > 0.0)
+      want_y[u] = xs[u - 1] * xs[u], want_grad[u] += xs[u - 1], want_grad[u - 1] += xs[u];
+    else
+      want_y[u] = xs[u], want_grad[u] += 1.0;
+    if (u == 0 || xs[u - 1] < 0.0)
+      want_z[u] = 2.0 * xs[u], want_grad[u] += 2.0;
+    else
+      want_z[u] = xs[u - 1] * xs[u], want_grad[u] += xs[u - 1], want_grad[u - 1] += xs[u];
+  }
+  k(x, y, z, w);
+  check_close(y.to_vector(), want_y, 1e-12);
+  check_close(z.to_vector(), want_z, 1e-12);
+  check_close(w.to_vector(), want_w, 1e-12);
+  // Reverse with every seed 1: the gradient of the sum of the outputs.
+  y.grad().fill(1.0), z.grad().fill(1.0), w.grad().fill(1.0);
+  k.grad(x, y, z, w);
+  check_close(x.grad().to_vector(), want_grad, 1e-12);
+  // Forward mode along e_m: the tangents' sum is the gradient's entry m.
+  for (int m : {0, 3, n - 1}) {
+    std::vector<double> direction(xs.size(), 0.0);
+    direction[std::size_t(m)] = 1.0;
+    x.dual().copy_from(direction);
+    k.fwd(x, y, z, w);
+    double tangent = 0;
+    for (auto const* out : {&y, &z, &w})
+      for (double d : out->dual().to_vector()) tangent += d;
+    check_close(std::vector<double>{tangent}, std::vector<double>{want_grad[std::size_t(m)]}, 1e-12);
+  }
+}
+
 }  // namespace backend_tests
 
 #define CTGRAD_KERNEL_TESTS(REGISTER, space)                                                                   \
@@ -674,4 +735,5 @@ inline void tall_expression(ctg::memory_space space) {
   REGISTER(space, tape_of_two_launches, "a tape records two launches and replays them")                        \
   REGISTER(space, one_field_read_twice, "one field read under two and three names: their gradients add")      \
   REGISTER(space, value_and_gradient_in_one_sweep, "value_and_grad: values and gradients in one sweep")        \
+  REGISTER(space, guarded_reads, "&& and || short-circuit: guarded reads stay inside the field")              \
   REGISTER(space, tall_expression, "a chain 42 levels tall: values and gradient by the chain rule")

@@ -279,3 +279,38 @@ TEST_CASE("the ranges of integer operations in the type they compute in") {
   static_assert(same(ctg::analysis::quotient({-20, 12, true}, {-2, 3, true}), {-20, 20, true}));
   static_assert(same(ctg::analysis::quotient({1, 1, true}, {0, 0, true}), interval::unknown()));
 }
+
+TEST_CASE("a bound whose range over a field allows more trips than memory holds: CTG-AD-003, or the capacity given") {
+  // c = 2^32 + 25 and -2^32 + 4 as ints are 25 and 4 steps, but the range
+  // of the values c holds, cast to int, is every int: no adstack sized from
+  // it fits in memory.
+  ctg::field<double, 1, ctg::grad> x({2}, {.name = "x"}), out({2}, {.name = "out"});
+  ctg::field<long long, 1> c({2}, {.name = "c"});
+  x.copy_from(std::vector<double>{0.3, 0.7});
+  c.copy_from(std::vector<long long>{(1LL << 32) + 25, -(1LL << 32) + 4});
+  auto body = [](auto x, auto c, auto out) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::let(x[i], [=](auto v) {
+        return ctg::block(ctg::range(ctg::cast<int>(c[i]), [=](auto) { return v = ctg::sin(v) * 1.1 + 0.2; }),
+                          out[i] = v);
+      });
+    });
+  };
+  auto unsized = ctg::kernel<"wide_bound">(body);
+  unsized(x, c, out);
+  out.grad().fill(1.0);
+  CHECK_THROWS_WITH_AS(unsized.grad(x, c, out), doctest::Contains("CTG-AD-003 cannot size the adstack"),
+                       ctg::autodiff_error);
+  auto sized = ctg::kernel<"wide_bound_capacity", ctg::adstack_capacity<32>>(body);
+  sized(x, c, out);
+  out.grad().fill(1.0);
+  x.grad().fill(0.0);
+  sized.grad(x, c, out);
+  int const trips[] = {25, 4};
+  for (int i = 0; i < 2; ++i) {
+    double v = x.at(i), dv = 1.0;
+    for (int t = 0; t < trips[i]; ++t) dv *= std::cos(v) * 1.1, v = std::sin(v) * 1.1 + 0.2;
+    CHECK(out.at(i) == Approx(v).epsilon(1e-14));
+    CHECK(x.grad().at(i) == Approx(dv).epsilon(1e-12));
+  }
+}

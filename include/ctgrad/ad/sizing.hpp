@@ -52,6 +52,11 @@ struct capacity_walk {
   long long unbounded_iterations;  // from adstack_capacity<N>, or -1
   long long bytes = 0;
   int unsized_site = -1;  // a loop no launch could bound, without a capacity
+  // More snapshot bytes per thread than this is a range of trip counts no
+  // launch can afford (a bound's range taken over the hull of the values a
+  // field holds, or through a cast that wraps): the loop is sized as one
+  // without bounds (by adstack_capacity<N>, or CTG-AD-003 at the launch).
+  static constexpr long long affordable_bytes = 1LL << 32;
 
   using env_t = bound_env<Levels, Axes>;
 
@@ -88,14 +93,15 @@ struct capacity_walk {
       return;
     }
     inner.idx[L][A] = {lo.lo, hi.hi - 1, true};
-    trips *= std::max<long long>(0, hi.hi - lo.lo);
+    long long const axis_trips = std::max<long long>(0, hi.hi - lo.lo);
+    trips = axis_trips != 0 && trips > affordable_bytes / axis_trips ? affordable_bytes + 1 : trips * axis_trips;
   }
   template <class Body>
   void add_site(int site, bool known, long long trips) {
     constexpr auto carried = Reverse::template carried<Body>;
     if constexpr (!carried.empty()) {
       long long const per = snapshot_bytes<Body>();
-      if (known) {
+      if (known && trips <= affordable_bytes / per) {
         bytes += trips * per;
       } else if (unbounded_iterations >= 0) {
         bytes += unbounded_iterations * per;
