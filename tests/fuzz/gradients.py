@@ -84,6 +84,12 @@ def leaf(rng, sc):
                                         "(%s < st.n - 1 ? %s[%s + 1] : -0.5)" % (i, pf, i)),
                     lambda f=f, pf=pf: ("ctg::select(%s > 1, %s[%s - 2], 0.5)" % (i, f, i),
                                         "(%s > 1 ? %s[%s - 2] : 0.5)" % (i, pf, i)),
+                    # Guards that short-circuit: the read beside the test
+                    # happens only where the index allows it.
+                    lambda f=f, pf=pf: ("ctg::select(%s > 0 && %s[%s - 1] > 0.0, %s[%s - 1], 0.25)" % (i, f, i, f, i),
+                                        "(%s > 0 && %s[%s - 1] > 0.0 ? %s[%s - 1] : 0.25)" % (i, pf, i, pf, i)),
+                    lambda f=f, pf=pf: ("ctg::select(%s >= n - 1 || %s[%s + 1] < 0.0, 0.5, %s[%s + 1])" % (i, f, i, f, i),
+                                        "(%s >= st.n - 1 || %s[%s + 1] < 0.0 ? 0.5 : %s[%s + 1])" % (i, pf, i, pf, i)),
                     lambda f=f, pf=pf: ("%s[n - 1 - %s]" % (f, i), "%s[st.n - 1 - %s]" % (pf, i)),
                     lambda f=f, pf=pf: ("%s[%s / 2]" % (f, i), "%s[%s / 2]" % (pf, i)),
                     lambda f=f, pf=pf: ("%s[(%s * 7 + 3) %% n]" % (f, i), "%s[(%s * 7 + 3) %% st.n]" % (pf, i)),
@@ -696,6 +702,8 @@ class GridGen(Gen):
                  "(%s > 0 && %s > 1 ? st.%s(%s - 1, %s - 2) : 0.5)" % (i, j, big, i, j)),
                 ("ctg::select(%s < ny - 1, %s(%s + 1, %s), 0.125)" % (i, f, i, j),
                  "(%s < st.ny - 1 ? st.%s(%s + 1, %s) : 0.125)" % (i, big, i, j)),
+                ("ctg::select(%s > 0 && %s(%s - 1, %s) > 0.0, %s(%s - 1, %s), 0.25)" % (i, f, i, j, f, i, j),
+                 "(%s > 0 && st.%s(%s - 1, %s) > 0.0 ? st.%s(%s - 1, %s) : 0.25)" % (i, big, i, j, big, i, j)),
                 ("%s(%s, (%s + 2) %% nx)" % (f, i, j), "st.%s(%s, (%s + 2) %% st.nx)" % (big, i, j)),
                 ("%s(ny - 1 - %s, %s)" % (f, i, j), "st.%s(st.ny - 1 - %s, %s)" % (big, i, j)),
             ]
