@@ -449,3 +449,32 @@ TEST_CASE("a loop body's assignments that nothing reads leave the gradient finit
     CHECK(f.x.grad().at(i) == Approx(9 + 128 * v).epsilon(1e-13));
   }
 }
+
+// A let body that returns a bare local, a field element or a component (a
+// func that reads a[idx] into a local and returns it): the let is that value.
+TEST_CASE("a let body returning a bare local, a field element or a component is the let's value") {
+  std::vector<double> const av{0.5, -1.5, 2.0};
+  ctg::field<double, 1, ctg::grad> a({3}, {.name = "a"}), d({3}, {.name = "d"}), e({3}, {.name = "e"}),
+      c({3}, {.name = "c"});
+  a.copy_from(av);
+  auto read = ctg::func<"read">([](auto a, auto idx) { return ctg::let(a[idx] * a[idx], [=](auto x) { return x; }); });
+  auto k = ctg::kernel<"bare_values">([=](auto a, auto d, auto e, auto c) {
+    return ctg::range(a.size(), [=](auto i) {
+      return ctg::block(d[i] = read(a, i) + 1.0,
+                        e[i] = ctg::let((i + 1) % 3, [=](auto j) { return a[j]; }) * 3.0,
+                        c[i] = ctg::let(ctg::vec(a[i], 2.0 * a[i] * a[i]), [=](auto v) { return v[1_c]; }));
+    });
+  });
+  k(a, d, e, c);
+  d.grad().fill(1.0), e.grad().fill(1.0), c.grad().fill(1.0);
+  k.grad(a, d, e, c);
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    double const ai = av[std::size_t(i)];
+    CHECK(d.at(i) == Approx(ai * ai + 1.0));
+    CHECK(e.at(i) == Approx(3.0 * av[std::size_t((i + 1) % 3)]));
+    CHECK(c.at(i) == Approx(2.0 * ai * ai));
+    // d: 2 a_i; e: element i is read by iteration i - 1, times 3; c: 4 a_i.
+    CHECK(a.grad().at(i) == Approx(2.0 * ai + 3.0 + 4.0 * ai));
+  }
+}

@@ -553,6 +553,17 @@ constexpr auto split_result(node<op::block, S...> const& b) {
   }(std::make_index_sequence<n - 1>{});
 }
 
+// What a let body returned: a local, a field element or a component comes
+// as the handle that assignments take (return v, return a[j], return
+// v[1_c]); the let yields its value.
+template <class B>
+constexpr auto let_body_node(B const& b) {
+  if constexpr (is_lvalue_v<B>)
+    return b.expr;
+  else
+    return b;
+}
+
 template <class Ctx, class F, class... Inits>
 constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
   auto r = lower_seq<Ctx>(p.inits);
@@ -562,7 +573,8 @@ constexpr auto lower(Ctx, pending_let<F, Inits...> const& p) {
   }(std::index_sequence_for<Inits...>{});
   using init_tuple = decltype(inits);
   return [&]<std::size_t... Is>(std::index_sequence<Is...>) {
-    auto body = p.body(lvalue<node<op::local<first + int(Is), value_t<detail::tuple_element_t<Is, init_tuple>>>>>{}...);
+    auto body =
+        let_body_node(p.body(lvalue<node<op::local<first + int(Is), value_t<detail::tuple_element_t<Is, init_tuple>>>>>{}...));
     static_assert(dsl_statement<decltype(body)>,
                   "CTG-EXPR-010 a let body must return a statement, a value, or a block ending in ctg::result(e)");
     note_taken(body);
