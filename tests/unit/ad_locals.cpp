@@ -478,3 +478,38 @@ TEST_CASE("a let body returning a bare local, a field element or a component is 
     CHECK(a.grad().at(i) == Approx(2.0 * ai + 3.0 + 4.0 * ai));
   }
 }
+
+// A local whose every read lies in an if_ arm or a select side not taken
+// passes nothing to the expression that computed it: sqrt(x) at x < 0 is a
+// NaN whose partial, times the local's zero adjoint, made the gradient NaN.
+// A read that ran with a zero partial still passes 0 * inf on (docs/02).
+// The carried loop makes the offload interleave iterations on the CPU, with
+// lanes of both kinds in one group.
+TEST_CASE("a local that only a branch not taken reads passes no adjoint: no NaN from its unused value") {
+  int const n = 37;
+  std::vector<double> xv(n);
+  for (int i = 0; i < n; ++i) xv[std::size_t(i)] = (i % 3 == 0 ? -0.5 : 0.25) * (1.0 + 0.1 * i);
+  ctg::field<double, 1, ctg::grad> x({n}, {.name = "x"}), y({n}, {.name = "y"}), z({n}, {.name = "z"}),
+      w({n}, {.name = "w"});
+  x.copy_from(xv);
+  auto k = ctg::kernel<"guarded_roots">([](auto x, auto y, auto z, auto w) {
+    return ctg::range(x.size(), [=](auto i) {
+      return ctg::let(ctg::sqrt(x[i]), x[i], [=](auto r, auto acc) {
+        return ctg::block(ctg::if_(x[i] > 0.0, y[i] = r * 3.0 + x[i], y[i] = x[i]),
+                          z[i] = ctg::select(x[i] > 0.0, r, 0.0) + x[i],
+                          ctg::range(3, [=](auto) { return acc = acc * 0.5 + ctg::select(x[i] > 0.0, r, 1.0); }),
+                          w[i] = acc);
+      });
+    });
+  });
+  k(x, y, z, w);
+  y.grad().fill(1.0), z.grad().fill(1.0), w.grad().fill(1.0);
+  k.grad(x, y, z, w);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    double const v = xv[std::size_t(i)];
+    // y: 1.5 / sqrt(x) + 1 or 1; z: 0.5 / sqrt(x) + 1 or 1; w = x / 8 + (1 + 1/2 + 1/4) r or + 7/4.
+    double const root = v > 0 ? 0.5 / std::sqrt(v) : 0.0;
+    CHECK(x.grad().at(i) == Approx((3 * root + 1) + (root + 1) + (0.125 + 1.75 * root)));
+  }
+}

@@ -287,6 +287,14 @@ struct interleaved_reverse {
                   eval::lane_statement_v<E>) {
       using lane = lane_reverse<R, W, Fr>;
       using G = value_t<E>;
+      // A lane whose local no read reached passes nothing on (ad_frame's
+      // `reached`): such a group of lanes runs one lane at a time.
+      bool all_reached = true;
+      for (int k = 0; k < W; ++k) all_reached = all_reached && was_reached<slot>(lanes[k]);
+      if (!all_reached) {
+        for (int k = 0; k < W; ++k) R::rev(n, lanes[k]);
+        return;
+      }
       // As R::rev: the local's old value back, its adjoint taken.
       if constexpr (R::needed(slot))
         for (int k = 0; k < W; ++k) detail::get<slot>(lanes[k].locals) = detail::get<Site>(lanes[k].locals);
@@ -294,6 +302,7 @@ struct interleaved_reverse {
         auto& a = detail::get<slot>(lanes[k].adj);
         G const taken = convert<G>(a);
         a = zero<T>();
+        take_reached<slot>(lanes[k]);
         return taken;
       });
       lane::backprop(kid<1>(n), lane::template record<false>(kid<1>(n), lanes), g, lanes);

@@ -13,6 +13,7 @@
 // records whole launches). Nothing is evaluated twice, and no value the
 // rules do not need is evaluated at all.
 #pragma once
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -31,11 +32,39 @@ using eval::convert;
 using eval::forward;
 
 // A forward frame plus the adjoint accumulators and the thread's adstack.
+// `reached` has bit S set once a read of local S has passed its adjoint on
+// since the local was last assigned (in the reverse order): a value that no
+// read on this path took, one only an if_ arm or a select side not taken
+// reads, passes nothing to the expression that computed it, where zero
+// times an infinite partial would be a NaN (docs/02, *Edge rules*). Slots
+// from 64 on count as reached.
 template <class Args, class Locals, class Adj, int Levels, int Axes, bool Parallel>
 struct ad_frame : eval::frame<Args, Locals, Levels, Axes, Parallel> {
   Adj adj;
   adstack stack;
+  std::uint64_t reached = 0;
 };
+// Marks local S's adjoint as passed on by a read.
+template <int S, class Fr>
+CTG_HOST_DEVICE void note_reached(Fr& f) {
+  if constexpr (S < 64) f.reached |= std::uint64_t(1) << S;
+}
+// Whether a read passed local S's adjoint on since its last assignment.
+template <int S, class Fr>
+CTG_HOST_DEVICE bool was_reached(Fr const& f) {
+  if constexpr (S < 64)
+    return (f.reached >> S) & 1;
+  else
+    return true;
+}
+// The same, taken at the local's assignment: the assignment undone, the
+// reads before it start again.
+template <int S, class Fr>
+CTG_HOST_DEVICE bool take_reached(Fr& f) {
+  bool const was = was_reached<S>(f);
+  if constexpr (S < 64) f.reached &= ~(std::uint64_t(1) << S);
+  return was;
+}
 
 // The adjoint accumulator type of a slot: the value type for differentiable
 // locals, an unused byte otherwise.
@@ -608,6 +637,7 @@ struct reverse {
                                             record_t<Need, Fr, node<op::local<S, V>>> const&, G const& g, Fr& f) {
     auto& a = detail::get<S>(f.adj);
     a = a + convert<V>(g);
+    note_reached<S>(f);
   }
 
   // Adds to a gradient element of parameter I: atomically when concurrent
@@ -768,6 +798,7 @@ struct reverse {
   }
   template <int S, class T, class Fr>
   CTG_HOST_DEVICE static auto& local_adjoint(node<op::local<S, T>> const&, Fr& f) {
+    note_reached<S>(f);
     return detail::get<S>(f.adj);
   }
   // Runs `change` (which changes the coefficient C of a local and returns a
@@ -1258,9 +1289,11 @@ struct reverse {
       if constexpr (std::is_same_v<L, node<op::local<slot, T>>>) {
         T const g = a;
         a = zero<T>();
+        bool const reached = take_reached<slot>(f);
         if constexpr (active<E> && assignment_read(Site))
-          backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
+          if (reached) backprop<false>(kid<1>(n), record<false>(kid<1>(n), f), convert<value_t<E>>(g), f);
       } else {
+        if (!was_reached<slot>(f)) return;  // no read took the local's adjoint: nothing to pass
         auto const& lhs = kid<0>(n);
         auto const g = update_coefficient<L>(a, [&](T& m) {
           auto* c = forward::component_in(m, lhs, f);
@@ -1295,7 +1328,9 @@ struct reverse {
       using T = std::remove_cvref_t<decltype(a)>;
       T const g = a;
       a = zero<T>();
-      if constexpr (active<E> && AN::init_read(Slot)) backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
+      bool const reached = take_reached<Slot>(f);
+      if constexpr (active<E> && AN::init_read(Slot))
+        if (reached) backprop<false>(init, record<false>(init, f), convert<value_t<E>>(g), f);
     }
   }
 

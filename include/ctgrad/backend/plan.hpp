@@ -254,6 +254,7 @@ struct adjoint_pass {
     template <class Fr>
     CTG_HOST_DEVICE static void restart(Fr& f, std::uint32_t* stack, long long stride, long long capacity) {
       ad::zero_all(f.adj);
+      f.reached = 0;
       base::evaluator::load_seeds(f);
       f.stack = ad::adstack{stack, stride, capacity / 4, 0, 0, -1};
     }
