@@ -88,6 +88,12 @@ template <class Op, class Kids>
 inline constexpr bool unselectable_v = false;
 template <class C, class A, class B>
 inline constexpr bool unselectable_v<op::select, detail::tuple<C, A, B>> = !selectable_values<value_t<A>, value_t<B>>;
+// Either mistake, and which one the stand-in reports.
+template <class Op, class Kids>
+inline constexpr bool misused_operands_v = statement_operand_v<Op, Kids> || unselectable_v<Op, Kids>;
+template <class Op, class Kids>
+inline constexpr misuse_kind operand_misuse_v =
+    statement_operand_v<Op, Kids> ? misuse_kind::statement_value : misuse_kind::select_shapes;
 // What settle() checks of indices and components (also read by
 // lowers_as_is, below): an index is an integer expression, a component
 // access has one or two indices into a fixed-size matrix.
@@ -367,9 +373,8 @@ constexpr auto select_as_branches(node<op::select, C, A, B> const& s) {
 template <class Ctx, class Op, class Kids>
 constexpr auto finish_lowering(Op const& op, Kids const& kids) {
   constexpr int next = Ctx::next_slot;
-  if constexpr (statement_operand_v<Op, Kids> || unselectable_v<Op, Kids>) {
-    using stand_in = value_stand_in<statement_operand_v<Op, Kids> ? misuse_kind::statement_value : misuse_kind::select_shapes,
-                                    value_t<typename node_of<Op, Kids>::type>>;
+  if constexpr (misused_operands_v<Op, Kids>) {
+    using stand_in = value_stand_in<operand_misuse_v<Op, Kids>, value_t<typename node_of<Op, Kids>::type>>;
     return lowered<stand_in, next>{stand_in{}};
   } else if constexpr (is_branching_select_v<decltype(settle(op, kids))>) {
     return select_as_branches<next>(settle(op, kids));
@@ -423,15 +428,14 @@ template <class N>
 struct lowers_as_is : std::bool_constant<!holds_unsettled<N>::value> {};  // plain values pass through; pending ones lower
 template <class Op, class... K>
 struct lowers_as_is<node<Op, K...>> : std::bool_constant<(lowers_as_is<K>::value && ...) && settles_as_is_v<Op, K...>> {};
-// An operation computing a value from its operands lowers as it is unless a
-// statement stands among them (statement_operand_v, CTG-EXPR-020); asked
+// An operation computing a value from its operands lowers as it is unless
+// its operands are a mistake (misused_operands_v: CTG-EXPR-020, -002); asked
 // only once the operands lower as they are, so that no value type is taken
 // of a subtree that still holds a pending construct.
 template <bool OperandsAsIs, class Op, class... K>
 struct value_op_lowers_as_is : std::false_type {};
 template <class Op, class... K>
-struct value_op_lowers_as_is<true, Op, K...>
-    : std::bool_constant<!statement_operand_v<Op, detail::tuple<K...>> && !unselectable_v<Op, detail::tuple<K...>>> {};
+struct value_op_lowers_as_is<true, Op, K...> : std::bool_constant<!misused_operands_v<Op, detail::tuple<K...>>> {};
 template <class Fn, class... K>
 struct lowers_as_is<node<op::math<Fn>, K...>> : value_op_lowers_as_is<(lowers_as_is<K>::value && ...), op::math<Fn>, K...> {};
 template <class T, class K>
